@@ -1,0 +1,75 @@
+# megatron_ds.cluster: the two commands a newcomer needs are `make demo` and `make test`.
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+VENV ?= .venv
+PY := $(VENV)/bin/python
+BIN := $(VENV)/bin
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+SCENARIOS ?= $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
+SIM_NODES ?= 3
+
+.PHONY: help setup venv docker image demo sim-up sim-down test lint sanity units molecule \
+	molecule-% bench changelog clean
+
+help:
+	@echo "make demo   - set everything up, start $(SIM_NODES) simulated nodes, run site.yml on them"
+	@echo "make test   - every check: yamllint, ansible-lint, sanity, unit tests, molecule scenarios"
+	@echo "make setup  - Python venv, Docker engine and the offline node image only"
+
+$(VENV)/.installed: requirements.txt
+	python3 -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -r requirements.txt
+	touch $@
+
+venv: $(VENV)/.installed
+
+docker:
+	scripts/ensure-docker.sh
+
+image: docker
+	scripts/build-node-image.sh
+
+setup: venv image
+
+sim-up: setup
+	$(PY) scripts/sim-cluster up --nodes $(SIM_NODES)
+
+sim-down: venv
+	$(PY) scripts/sim-cluster down
+
+demo: sim-up
+	$(BIN)/ansible-playbook site.yml -i inventories/sim
+
+lint: venv
+	$(BIN)/yamllint -s .
+	$(BIN)/ansible-lint --profile production
+
+sanity: venv
+	scripts/ansible-test.sh sanity
+
+units: venv
+	$(BIN)/pytest -q -n 2 tests/unit
+	scripts/ansible-test.sh units
+
+molecule: setup
+	@for s in $(SCENARIOS); do \
+	  echo "=== molecule scenario $$s ==="; \
+	  $(BIN)/molecule test -s $$s || exit 1; \
+	done
+
+molecule-%: setup
+	$(BIN)/molecule test -s $*
+
+test: lint sanity units molecule
+	@echo "make test: all checks passed"
+
+bench: setup
+	$(PY) bench/site_rerun.py
+
+changelog: venv
+	$(BIN)/antsibull-changelog lint
+
+clean: sim-down
+	rm -rf .cache tests/output

@@ -1,0 +1,50 @@
+# -*- coding: utf-8 -*-
+# Copyright: megatron_ds.cluster developers
+# Apache License 2.0 (see LICENSE)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: stack_profile
+author: megatron_ds.cluster developers
+version_added: 1.0.0
+short_description: Read a stack profile from the collection's compatibility matrix
+description:
+  - Returns the named stack profile (driver, CUDA, cuDNN, NCCL, Python, torch, DeepSpeed,
+    Megatron-DeepSpeed pins) from the one table that roles, preflight and job validation share.
+options:
+  _terms:
+    description: Profile names, for example C(cu117), C(cu121), C(cu130) or C(cpu).
+    required: true
+    type: list
+    elements: str
+"""
+
+EXAMPLES = r"""
+- name: Show the CUDA version of the cu117 profile
+  ansible.builtin.debug:
+    msg: "{{ lookup('megatron_ds.cluster.stack_profile', 'cu117').cuda.version }}"
+"""
+
+RETURN = r"""
+_raw:
+  description: One dictionary per profile name, with the profile's name under C(name).
+  type: list
+  elements: dict
+"""
+
+from ansible.errors import AnsibleLookupError
+from ansible.plugins.lookup import LookupBase
+
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _stack_profiles
+
+
+class LookupModule(LookupBase):
+    def run(self, terms, variables=None, **kwargs):
+        self.set_options(var_options=variables, direct=kwargs)
+        result = []
+        for term in terms:
+            try:
+                result.append(_stack_profiles.get(term))
+            except _stack_profiles.UnknownProfileError as exc:
+                raise AnsibleLookupError(str(exc.args[0])) from exc
+        return result

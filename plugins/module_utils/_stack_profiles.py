@@ -1,0 +1,185 @@
+# -*- coding: utf-8 -*-
+# Copyright: megatron_ds.cluster developers
+# Apache License 2.0 (see LICENSE)
+"""The stack profiles and compatibility matrix: the one source of truth.
+
+Roles read it through the ``megatron_ds.cluster.stack_profile`` lookup, preflight and job
+validation import it directly. Change a version here and every installer and every check
+follows. Every number carries its source (see docs/stack-profiles.md and shared FACTS.md).
+
+Version fields are *specs* understood by ``_versions.satisfies``: ``2.28`` means any 2.28.x,
+``>=0.16.1,<=0.19.6`` a range. ``install`` fields are the exact artifact a role installs.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any, Dict, List, Optional
+
+# Minimum Linux x86_64 driver per CUDA release ("Toolkit Driver Version", CUDA release notes
+# Table 3). Keys are the toolkit versions; lookups fall back to major.minor, then major.
+CUDA_MIN_DRIVER: Dict[str, str] = {
+    "11.7.0": "515.43.04",
+    "11.7.1": "515.48.07",
+    "11.7": "515.43.04",
+    "11.8": "520.61.05",
+    "12.1": "530.30.02",
+    "13.0": "580.65.06",
+}
+
+# Minor-version compatibility floor (CUDA release notes Table 2): a driver of at least this
+# branch runs any toolkit of the major, with PTX JIT limits. Used only when the exact release
+# above is unknown.
+CUDA_MAJOR_MIN_DRIVER: Dict[int, str] = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
+
+# DeepSpeed op_builder/builder.py cuda_minor_mismatch_ok: within a major, nvcc and
+# torch.version.cuda may differ in the minor only when both minors are listed.
+# v0.9.2 lists 10.x and 11.x; HEAD adds 12.x (no 12.7) and has no entry for 13.
+DS_CUDA_MINOR_MISMATCH_OK: Dict[int, List[str]] = {
+    10: ["10.0", "10.1", "10.2"],
+    11: ["11.0", "11.1", "11.2", "11.3", "11.4", "11.5", "11.6", "11.7", "11.8"],
+    12: ["12.0", "12.1", "12.2", "12.3", "12.4", "12.5", "12.6", "12.8", "12.9"],
+}
+
+# DeepSpeed versions that Megatron-DeepSpeed HEAD imports (FACTS.md, "version coupling"):
+# deepspeed.sequence.fpdt_layer appears in 0.16.1, deepspeed.compression.compress is gone
+# in 0.19.7.
+MDS_HEAD_DEEPSPEED = ">=0.16.1,<=0.19.6"
+
+PROFILES: Dict[str, Dict[str, Any]] = {
+    "cu117": {
+        "description": "The guide's stack: CUDA 11.7.1, cuDNN 8.6, NCCL 2.16.5, torch 1.13.1, DeepSpeed 0.9.2",
+        "accelerator": "cuda",
+        "driver": {"min": "515.65.01", "install": "515.65.01", "branch": "515"},
+        "cuda": {
+            "version": "11.7.1",
+            "install": "11.7.1",
+            "runfile": "cuda_11.7.1_515.65.01_linux.run",
+            "runfile_sha256": "52286a29706549b7d0feeb0e7e3eca1b15287c436a69fa880ad385b1be3e04db",
+        },
+        "cudnn": {"version": "8.6.0.163", "install": "8.6.0.163", "cuda_major": 11},
+        # NCCL ships no 11.7 build; the cuda11.8 build is minor-version compatible.
+        "nccl": {"version": "2.16.5", "install": "2.16.5-1", "cuda_build": "11.8"},
+        "python": {"version": ">=3.8,<=3.11", "preferred": "3.9"},
+        "torch": {
+            "version": "1.13.1",
+            "pip": "torch==1.13.1",
+            "cuda": "11.7",
+            "local": "cu117",
+            "index_url": "https://download.pytorch.org/whl/cu117",
+            # The PyPI cu117 wheel pulls nvidia-cudnn-cu11==8.5.0.96 and links NCCL statically.
+            "cudnn": "8.5",
+            "nccl": None,
+        },
+        "deepspeed": {"version": "0.9.2", "pip": "deepspeed==0.9.2"},
+        # DeepSpeed 0.9.2 needs pydantic 1.x and fails to import with NumPy 2 (FACTS.md H).
+        "pip_extra": ["pydantic<2", "numpy<2"],
+        "megatron_deepspeed": {"ref": "before_rebase", "needs_apex": True},
+        "megatron_flags": [],
+    },
+    "cu121": {
+        "description": "CUDA 12.1.1, cuDNN 8.9 (cuda12), NCCL 2.18, torch 2.1, DeepSpeed 0.16.1-0.19.6",
+        "accelerator": "cuda",
+        "driver": {"min": "530.30.02", "install": "530.30.02", "branch": "530"},
+        "cuda": {
+            "version": "12.1",
+            "install": "12.1.1",
+            "runfile": "cuda_12.1.1_530.30.02_linux.run",
+            "runfile_sha256": "d74022d41d80105319dfa21beea39b77a5b9919539c0487a05caaf2446d6a70e",
+        },
+        "cudnn": {"version": "8.9", "install": "8.9.7.29", "cuda_major": 12},
+        "nccl": {"version": "2.18", "install": "2.18.1-1", "cuda_build": "12.1"},
+        "python": {"version": "3.10", "preferred": "3.10"},
+        "torch": {
+            "version": "2.1",
+            "pip": "torch==2.1.2",
+            "cuda": "12.1",
+            "local": "cu121",
+            "index_url": "https://download.pytorch.org/whl/cu121",
+            "cudnn": "8.9",
+            "nccl": "2.18",
+        },
+        "deepspeed": {"version": MDS_HEAD_DEEPSPEED, "pip": "deepspeed==0.19.6"},
+        "pip_extra": [],
+        "megatron_deepspeed": {"ref": "main", "needs_apex": True},
+        "megatron_flags": [],
+    },
+    "cu130": {
+        "description": "Hopper hosts: CUDA 13.0, cuDNN 9, NCCL 2.28, torch 2.11, DeepSpeed 0.16.1-0.19.6",
+        "accelerator": "cuda",
+        "driver": {"min": "580.65.06", "install": "580.65.06", "branch": "580"},
+        "cuda": {"version": "13.0", "install": "13.0.2", "runfile": None, "runfile_sha256": None},
+        "cudnn": {"version": "9", "install": "9.14.0.64", "cuda_major": 13},
+        "nccl": {"version": "2.28", "install": "2.28.3-1", "cuda_build": "13.0"},
+        "python": {"version": "3.12", "preferred": "3.12"},
+        "torch": {
+            "version": "2.11",
+            "pip": "torch==2.11.0",
+            "cuda": "13.0",
+            "local": "cu130",
+            "index_url": "https://download.pytorch.org/whl/cu130",
+            "cudnn": "9",
+            "nccl": "2.28",
+        },
+        "deepspeed": {"version": MDS_HEAD_DEEPSPEED, "pip": "deepspeed==0.19.6"},
+        "pip_extra": [],
+        "megatron_deepspeed": {"ref": "main", "needs_apex": True},
+        # The Megatron JIT softmax kernels always target sm_70, which nvcc 13 cannot build.
+        "megatron_flags": ["--no-masked-softmax-fusion"],
+    },
+    "cpu": {
+        "description": "Simulated cluster and tests: no GPU, torch CPU, DeepSpeed over gloo",
+        "accelerator": "cpu",
+        "driver": None,
+        "cuda": None,
+        "cudnn": None,
+        "nccl": None,
+        "python": {"version": ">=3.10", "preferred": "3.11"},
+        "torch": {
+            "version": "2",
+            "pip": "torch",
+            "cuda": None,
+            "local": "cpu",
+            "index_url": "https://download.pytorch.org/whl/cpu",
+            "cudnn": None,
+            "nccl": None,
+        },
+        # DeepSpeed >= 0.14.1 falls back to gloo when oneCCL is missing (FACTS.md D5).
+        "deepspeed": {"version": MDS_HEAD_DEEPSPEED, "pip": "deepspeed==0.19.6"},
+        "pip_extra": [],
+        "megatron_deepspeed": {"ref": "main", "needs_apex": False},
+        "megatron_flags": [],
+    },
+}
+
+DEFAULT_PROFILE = "cu117"
+
+
+class UnknownProfileError(KeyError):
+    pass
+
+
+def names() -> List[str]:
+    return sorted(PROFILES)
+
+
+def get(name: Optional[str]) -> Dict[str, Any]:
+    """A deep copy of profile ``name`` with its name filled in; a clear error when unknown."""
+    name = name or DEFAULT_PROFILE
+    if name not in PROFILES:
+        raise UnknownProfileError(
+            "unknown stack profile %r; expected one of %s. Set megatron_stack_profile in "
+            "group_vars/all to one of them." % (name, ", ".join(names()))
+        )
+    profile = copy.deepcopy(PROFILES[name])
+    profile["name"] = name
+    return profile
+
+
+def min_driver_for_cuda(cuda_version: str) -> Optional[str]:
+    """The lowest driver that runs CUDA ``cuda_version``, most specific entry first."""
+    from ._versions import major, major_minor  # local import keeps the data module flat
+
+    for key in (cuda_version, major_minor(cuda_version)):
+        if key in CUDA_MIN_DRIVER:
+            return CUDA_MIN_DRIVER[key]
+    return CUDA_MAJOR_MIN_DRIVER.get(major(cuda_version))
