@@ -1,11 +1,11 @@
 # -*- coding: utf-8 -*-
-# Copyright: megatron_ds.cluster developers
-# Apache License 2.0 (see LICENSE)
+# Copyright: (c) 2026, megatron_ds.cluster developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: stack_profile
-author: megatron_ds.cluster developers
+author: megatron_ds.cluster developers (@megatron-ds)
 version_added: 1.0.0
 short_description: Read a stack profile from the collection's compatibility matrix
 description:

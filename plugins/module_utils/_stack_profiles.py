@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
-# Copyright: megatron_ds.cluster developers
-# Apache License 2.0 (see LICENSE)
+# Copyright: (c) 2026, megatron_ds.cluster developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The stack profiles and compatibility matrix: the one source of truth.
 
 Roles read it through the ``megatron_ds.cluster.stack_profile`` lookup, preflight and job

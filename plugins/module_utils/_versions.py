@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
-# Copyright: megatron_ds.cluster developers
-# Apache License 2.0 (see LICENSE)
+# Copyright: (c) 2026, megatron_ds.cluster developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Version parsing and matching, free of Ansible imports so it is unit-tested alone.
 
 NVIDIA versions are dotted integers of varying length (driver 515.65.01, cuDNN 8.6.0.163,
@@ -89,7 +89,12 @@ def satisfies(version: str, spec: str) -> bool:
             base = want.rsplit(".", 1)[0]
             ok = compare(version, want) >= 0 and prefix_match(version, base)
         else:
-            cmp = compare(version, want)
+            # '<=3.11' includes 3.11.2 and '>3.11' starts at 3.12: for these two, the version
+            # is cut to the spec's length, as a person reading the spec means it.
+            cut = version
+            if op in ("<=", ">"):
+                cut = ".".join(str(p) for p in parse(version)[: len(parse(want))])
+            cmp = compare(cut, want)
             ok = {">=": cmp >= 0, "<=": cmp <= 0, ">": cmp > 0, "<": cmp < 0}[op]
         if not ok:
             return False

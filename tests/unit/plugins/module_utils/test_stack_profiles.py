@@ -1,0 +1,65 @@
+# -*- coding: utf-8 -*-
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _stack_profiles as sp
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _versions as v
+
+
+def test_default_profile_is_the_guides():
+    profile = sp.get(None)
+    assert profile["name"] == "cu117"
+    assert profile["cuda"]["version"] == "11.7.1"
+    assert profile["cudnn"]["version"] == "8.6.0.163"
+    assert profile["nccl"]["version"] == "2.16.5"
+    assert profile["torch"]["pip"] == "torch==1.13.1"
+    assert profile["deepspeed"]["pip"] == "deepspeed==0.9.2"
+    assert "pydantic<2" in profile["pip_extra"] and "numpy<2" in profile["pip_extra"]
+
+
+def test_unknown_profile_names_the_choices():
+    with pytest.raises(sp.UnknownProfileError) as err:
+        sp.get("cu999")
+    assert "cu999" in str(err.value) and "cu117, cu121, cu130, cpu" not in str(err.value)
+    assert "cpu, cu117, cu121, cu130" in str(err.value)
+
+
+def test_get_returns_a_copy():
+    sp.get("cu117")["cuda"]["version"] = "0"
+    assert sp.get("cu117")["cuda"]["version"] == "11.7.1"
+
+
+@pytest.mark.parametrize("name", sorted(sp.PROFILES))
+def test_profiles_are_self_consistent(name):
+    profile = sp.get(name)
+    if profile["accelerator"] == "cpu":
+        assert profile["cuda"] is None and profile["driver"] is None
+        return
+    cuda = profile["cuda"]
+    # The exact install satisfies the profile's spec, and the driver floor covers the toolkit.
+    assert v.satisfies(cuda["install"], cuda["version"])
+    assert v.compare(profile["driver"]["min"], sp.min_driver_for_cuda(cuda["install"])) >= 0
+    assert v.satisfies(profile["cudnn"]["install"], profile["cudnn"]["version"])
+    assert v.satisfies(profile["nccl"]["install"], profile["nccl"]["version"])
+    # torch's CUDA is the toolkit's major.minor, so apex builds (nvcc == torch.version.cuda).
+    assert profile["torch"]["cuda"] == v.major_minor(cuda["install"])
+    assert profile["cudnn"]["cuda_major"] == v.major(cuda["install"])
+    assert v.satisfies(profile["deepspeed"]["pip"].split("==")[1], profile["deepspeed"]["version"])
+
+
+@pytest.mark.parametrize(
+    "cuda, expected",
+    [
+        ("11.7.1", "515.48.07"),
+        ("11.7.0", "515.43.04"),
+        ("11.7.99", "515.43.04"),
+        ("11.8.0", "520.61.05"),
+        ("12.1.1", "530.30.02"),
+        ("13.0.88", "580.65.06"),
+        ("12.4", "525.60.13"),
+        ("9.0", None),
+    ],
+)
+def test_min_driver_for_cuda(cuda, expected):
+    assert sp.min_driver_for_cuda(cuda) == expected
