@@ -1,0 +1,207 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, megatron_ds.cluster developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# Documentation only: the work is done by the action plugin plugins/action/preflight.py.
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: preflight
+short_description: Refuse a cluster whose GPU software stack does not match
+version_added: 1.0.0
+author: megatron_ds.cluster developers (@megatron-ds)
+description:
+  - Runs on the controller, once. Takes every node's C(gpu_stack_facts) (from
+    M(megatron_ds.cluster.gpu_stack_facts)) and the stack profile, and checks them against the
+    collection's compatibility matrix, against each other, and against the cluster's needs.
+  - "Matrix, per node: NVIDIA driver at least the profile minimum and the minimum of the installed
+    CUDA toolkit and of C(torch.version.cuda); fabric manager equal to the driver and active where
+    NVSwitches are present; CUDA toolkit, system cuDNN, system NCCL, torch (version and CUDA build),
+    torch's bundled cuDNN and NCCL, DeepSpeed and Python as the profile says; nvcc against
+    C(torch.version.cuda) with DeepSpeed's own rule (a minor mismatch only inside its 11.x/12.x
+    lists, 13.x exactly); apex with CUDA extensions where Megatron-DeepSpeed needs it; GPUs present."
+  - "Across nodes: every version above identical on all nodes, the same GPU model and count, the same
+    Megatron-DeepSpeed commit and path, venv and Python executable; clocks synchronised within
+    O(max_clock_offset_ms). A differing node is named against the value most nodes have; on a tie
+    every node is named."
+  - "Cluster: hostfile slots equal to the GPUs found, memlock unlimited (also in a non-interactive ssh
+    session), InfiniBand ports Active, nvidia-peermem loaded, free disk, and ssh from the head node."
+  - The C(cpu) profile skips the GPU and CUDA checks, saying why.
+  - Returns one fixed-width table with a row per check (passes collapsed to one line, failures and
+    warnings one line per node with the component, the value found, the value expected and the fix)
+    and fails when any check fails.
+options:
+  profile:
+    description:
+      - Name of the stack profile to check against (C(cu117), C(cu121), C(cu130), C(cpu)); see the
+        M(megatron_ds.cluster.stack_profile) lookup. An unknown name fails with the list of profiles.
+    type: str
+    required: true
+  facts:
+    description:
+      - Node name to that node's C(gpu_stack_facts). The registered result of the facts task is
+        accepted too, and a failed or unreachable result becomes a failing row for that node.
+      - Default is C(hostvars[host].gpu_stack_facts) for every host in C(ansible_play_hosts_all).
+        With a fact cache, pass the registered results instead, so a node that did not answer
+        this run is not checked on stale cached facts.
+    type: dict
+  slots:
+    description:
+      - Node name to the number of slots (ranks) the hostfile gives it. Each must equal the GPUs the
+        node reports. Nodes with facts but no slots are reported as a warning. Omit to skip.
+    type: dict
+  infiniband_required:
+    description:
+      - Require InfiniBand on every node. A node with no HCA or no Active port fails; a node with some
+        ports down warns.
+    type: bool
+    default: false
+  gpudirect:
+    description:
+      - Require the nvidia-peermem kernel module (GPUDirect RDMA) on every node.
+    type: bool
+    default: false
+  min_free_gb:
+    description:
+      - Free space required on every path of O(disk_paths), in gigabytes (10^9 bytes). Omit to skip.
+    type: float
+  disk_paths:
+    description:
+      - Paths whose free space is checked. They must have been measured by gpu_stack_facts.
+        Default is every path the facts report.
+    type: list
+    elements: str
+  max_clock_offset_ms:
+    description:
+      - Largest clock offset accepted on a node, in milliseconds.
+    type: float
+    default: 100
+  ssh_reachable:
+    description:
+      - Node name to whether the head node reached it by ssh as the training user, either a boolean or
+        the exit code of C(ssh -o BatchMode=yes node true) (0 means reached). Omit to skip.
+    type: dict
+  fail_on_warn:
+    description:
+      - Fail on warnings too (an unknown clock state, a missing Megatron-DeepSpeed checkout, an
+        InfiniBand port down, a node missing from the hostfile).
+    type: bool
+    default: false
+extends_documentation_fragment:
+  - action_common_attributes
+  - action_common_attributes.conn
+  - action_common_attributes.flow
+attributes:
+  action:
+    support: full
+  async:
+    support: none
+  become:
+    support: none
+  bypass_host_loop:
+    support: none
+  check_mode:
+    support: full
+    details: It only reads facts, so it runs the same in check mode.
+  connection:
+    support: none
+  delegation:
+    support: none
+  diff_mode:
+    support: none
+  platform:
+    platforms: all
+notes:
+  - Run it with C(run_once) and C(any_errors_fatal) so that nothing launches on a cluster that fails.
+  - torch loads its own bundled cuDNN and NCCL, not the system ones; both are reported and checked.
+    The system cuDNN matters for what is compiled against it (apex, other extensions).
+  - Where the CUDA version comes from nvcc, ptxas or library names rather than C(version.json), the
+    toolkit update (11.7.0 against 11.7.1) is not visible and the toolkit is judged at major.minor.
+seealso:
+  - module: megatron_ds.cluster.gpu_stack_facts
+  - plugin: megatron_ds.cluster.stack_profile
+    plugin_type: lookup
+"""
+
+EXAMPLES = r"""
+- name: Preflight | Compare every node against the stack profile and each other
+  megatron_ds.cluster.preflight:
+    profile: "{{ megatron_stack_profile }}"
+    slots: "{{ dict(ansible_play_hosts_all | zip(ansible_play_hosts_all | map('extract', hostvars, 'megatron_job_gpus_per_node'))) }}"
+    infiniband_required: true
+    gpudirect: true
+    min_free_gb: 200
+    disk_paths:
+      - /shared/checkpoints
+  run_once: true
+
+- name: Preflight | Check two nodes' facts gathered elsewhere
+  megatron_ds.cluster.preflight:
+    profile: cu130
+    facts:
+      node1: "{{ hostvars['node1'].gpu_stack_facts }}"
+      node2: "{{ hostvars['node2'].gpu_stack_facts }}"
+    fail_on_warn: true
+  run_once: true
+"""
+
+RETURN = r"""
+rows:
+  description: Every check on every node, in table order.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    check:
+      description: The check's id, for example C(driver.version), C(same.torch) or C(hostfile.slots).
+      type: str
+    status:
+      description: C(pass), C(fail), C(warn) or C(skip).
+      type: str
+    node:
+      description: The node, or C(all) for a check that is not per node.
+      type: str
+    component:
+      description: What the row is about, for example C(driver), C(cuda), C(torch.nccl) or C(venv).
+      type: str
+    found:
+      description: The value found on the node.
+      type: str
+    expected:
+      description: The value the profile or the other nodes require.
+      type: str
+    fix:
+      description: What to do (for a skipped check, why it was skipped).
+      type: str
+  sample:
+    - check: torch.version
+      status: fail
+      node: node3
+      component: torch
+      found: 1.13.0+cu117
+      expected: 1.13.1 (+cu117)
+      fix: run the megatron_ds.cluster.python_env role on node3 so torch matches (torch==1.13.1 from https://download.pytorch.org/whl/cu117)
+table:
+  description: The rows as one fixed-width text table; passes collapsed to one line per check.
+  returned: always
+  type: str
+summary:
+  description: How many rows have each status.
+  returned: always
+  type: dict
+  sample: {pass: 115, fail: 2, warn: 0, skip: 0}
+failures:
+  description: The number of failing rows.
+  returned: always
+  type: int
+  sample: 2
+profile:
+  description: The profile checked against.
+  returned: always
+  type: str
+  sample: cu117
+msg:
+  description: The table followed by a one-line verdict naming the failing nodes.
+  returned: always
+  type: str
+"""

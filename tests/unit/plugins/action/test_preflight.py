@@ -1,0 +1,198 @@
+# -*- coding: utf-8 -*-
+# Copyright: megatron_ds.cluster developers
+# Apache License 2.0 (see LICENSE)
+"""Unit tests for the preflight action plugin (plugins/action/preflight.py).
+
+The ActionModule is built the way ansible-core's own action tests build theirs: a mocked
+task carrying the args, a mocked connection and play context; run() gets task_vars.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+from typing import Any, Dict, Optional
+from unittest.mock import MagicMock
+
+import pytest
+from ansible.errors import AnsibleActionFail
+
+from ansible_collections.megatron_ds.cluster.plugins.action.preflight import ActionModule, facts_from_hostvars
+
+
+def _load_fact_builders() -> Any:
+    """The module_utils test's fact builders, loaded by path: both test files are named
+    test_preflight.py, so neither can import the other by module name."""
+    path = os.path.join(os.path.dirname(__file__), "..", "module_utils", "test_preflight.py")
+    spec = importlib.util.spec_from_file_location("_preflight_fact_builders", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+_builders = _load_fact_builders()
+NODES, make_cluster, make_node = _builders.NODES, _builders.make_cluster, _builders.make_node
+
+
+def make_action(args: Dict[str, Any], check_mode: bool = False) -> ActionModule:
+    task = MagicMock()
+    task.args = args
+    task.async_val = 0
+    task.check_mode = check_mode
+    task.action = "megatron_ds.cluster.preflight"
+    connection = MagicMock()
+    connection._shell.tmpdir = "/tmp/unused"
+    return ActionModule(task, connection, MagicMock(), loader=None, templar=None, shared_loader_obj=None)
+
+
+def run_action(args: Dict[str, Any], task_vars: Optional[Dict[str, Any]] = None, **kwargs: Any) -> Dict[str, Any]:
+    return make_action(args, **kwargs).run(task_vars=task_vars or {})
+
+
+def clean_args(**extra: Any) -> Dict[str, Any]:
+    args: Dict[str, Any] = {"profile": "cu117", "facts": make_cluster(), "slots": {n: 8 for n in NODES},
+                            "infiniband_required": True, "gpudirect": True, "min_free_gb": 100,
+                            "ssh_reachable": {n: 0 for n in NODES}}
+    args.update(extra)
+    return args
+
+
+# ---------------------------------------------------------------------------------------
+# Verdicts
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_clean_cluster_passes_and_shows_the_table(check_mode):
+    result = run_action(clean_args(), check_mode=check_mode)
+    assert not result.get("failed")
+    assert result["changed"] is False
+    assert result["failures"] == 0 and result["summary"]["fail"] == 0
+    assert result["profile"] == "cu117"
+    assert result["table"].splitlines()[0].split()[0] == "STATUS"
+    assert result["msg"] == result["msg"].splitlines()[0] + "\n" + result["table"]
+    assert result["msg"].splitlines()[0].startswith("preflight passed for profile cu117 on 3 node(s)")
+    assert result["_ansible_verbose_always"] is True
+    assert {row["status"] for row in result["rows"]} == {"pass"}
+
+
+def test_drift_fails_with_the_table_and_a_summary():
+    facts = make_cluster()
+    facts["node3"]["deepspeed"]["version"] = "0.10.0"
+    result = run_action(clean_args(facts=facts))
+    assert result["failed"] is True
+    assert result["failures"] == 2
+    failing = [row for row in result["rows"] if row["status"] == "fail"]
+    assert {(row["check"], row["node"], row["component"]) for row in failing} == {
+        ("deepspeed.version", "node3", "deepspeed"), ("same.deepspeed", "node3", "deepspeed")}
+    lines = result["msg"].splitlines()
+    assert lines[0] == ("preflight FAILED for profile cu117 on 3 node(s): 2 failed, 0 warning(s), "
+                        "%d passed, 0 skipped; failing: node3" % result["summary"]["pass"])
+    assert result["msg"].endswith(result["table"])
+    assert lines[1].split()[0] == "STATUS"
+    assert any(line.startswith("FAIL") and "node3" in line and "0.10.0" in line for line in lines)
+
+
+@pytest.mark.parametrize("fail_on_warn, failed", [(False, False), (True, True)])
+def test_fail_on_warn(fail_on_warn, failed):
+    facts = make_cluster()
+    facts["node1"]["clock"] = {"synchronized": None, "offset_ms": None, "source": None}
+    result = run_action(clean_args(facts=facts, fail_on_warn=fail_on_warn))
+    assert bool(result.get("failed")) is failed
+    assert result["summary"]["warn"] == 1
+    if failed:
+        assert "(fail_on_warn is true)" in result["msg"].splitlines()[0]
+
+
+def test_unreachable_result_becomes_a_failing_row():
+    facts: Dict[str, Any] = {node: {"ansible_facts": {"gpu_stack_facts": f}, "changed": False}
+                             for node, f in make_cluster().items()}
+    facts["node2"] = {"unreachable": True, "msg": "Failed to connect to the host via ssh"}
+    result = run_action(clean_args(facts=facts))
+    assert result["failed"] is True
+    failing = [row for row in result["rows"] if row["status"] == "fail"]
+    assert [(row["check"], row["node"]) for row in failing] == [("facts.gathered", "node2")]
+    assert "Failed to connect" in failing[0]["found"]
+
+
+def test_h200_like_single_node_on_cu130():
+    facts = {"gpu-host": make_node("cu130", "gpu-host")}
+    result = run_action({"profile": "cu130", "facts": facts, "slots": {"gpu-host": 8}})
+    assert not result.get("failed")
+
+
+# ---------------------------------------------------------------------------------------
+# Facts from hostvars (the default)
+# ---------------------------------------------------------------------------------------
+
+
+def test_default_facts_come_from_the_play_hosts_hostvars():
+    cluster = make_cluster()
+    hostvars = {
+        "node1": {"gpu_stack_facts": cluster["node1"]},
+        # Facts not injected as variables: only under ansible_facts.
+        "node2": {"ansible_facts": {"gpu_stack_facts": cluster["node2"]}},
+        "node3": {"gpu_stack_facts": cluster["node3"]},
+        "other": {"gpu_stack_facts": make_node("cu130", "other")},  # not in this play
+    }
+    task_vars = {"hostvars": hostvars, "ansible_play_hosts_all": list(NODES)}
+    result = run_action(clean_args(facts=None), task_vars)
+    assert not result.get("failed"), result["msg"]
+    assert "other" not in {row["node"] for row in result["rows"]}
+
+
+def test_default_facts_missing_on_a_play_host_fail_that_host():
+    cluster = make_cluster()
+    hostvars = {"node1": {"gpu_stack_facts": cluster["node1"]}, "node2": {}, "node3": {"gpu_stack_facts": cluster["node3"]}}
+    task_vars = {"hostvars": hostvars, "ansible_play_hosts_all": list(NODES)}
+    result = run_action({"profile": "cu117"}, task_vars)
+    assert result["failed"] is True
+    assert [(r["check"], r["node"]) for r in result["rows"] if r["status"] == "fail"] == [("facts.gathered", "node2")]
+
+
+@pytest.mark.parametrize(
+    "hostvars, hosts, expected",
+    [
+        ({"a": {"gpu_stack_facts": {"hostname": "a"}}}, ["a"], {"a": {"hostname": "a"}}),
+        ({"a": {"ansible_facts": {"gpu_stack_facts": {"hostname": "a"}}}}, ["a"], {"a": {"hostname": "a"}}),
+        ({"a": {"gpu_stack_facts": "garbage"}}, ["a"], {"a": None}),
+        ({}, ["a"], {"a": None}),
+        ({"a": {"gpu_stack_facts": {"hostname": "a"}}, "b": {}}, ["a"], {"a": {"hostname": "a"}}),
+    ],
+)
+def test_facts_from_hostvars(hostvars, hosts, expected):
+    assert facts_from_hostvars(hostvars, hosts) == expected
+
+
+# ---------------------------------------------------------------------------------------
+# Bad arguments: AnsibleActionFail saying what to change
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        ({"profile": "cu118", "facts": {"n": {"hostname": "n"}}}, ["unknown stack profile 'cu118'", "cpu, cu117, cu121, cu130"]),
+        ({"profile": " ", "facts": {"n": {"hostname": "n"}}}, ["profile is empty", "cu117"]),
+        ({"facts": {"n": {"hostname": "n"}}}, ["profile"]),
+        ({"profile": "cu117", "facts": {"n": {"hostname": "n"}}, "colour": "red"}, ["colour"]),
+        ({"profile": "cu117", "facts": {"n": "text"}}, ["facts for n is a str"]),
+        ({"profile": "cu117", "facts": {"n": {"hostname": "n"}}, "slots": {"n": "eight"}}, ["slots for n is 'eight'"]),
+        ({"profile": "cu117", "facts": {"n": {"hostname": "n"}}, "slots": {"n": -1}}, ["slots for n"]),
+        ({"profile": "cu117", "facts": {"n": {"hostname": "n"}}, "min_free_gb": -5}, ["min_free_gb"]),
+        ({"profile": "cu117", "facts": {"n": {"hostname": "n"}}, "max_clock_offset_ms": 0}, ["max_clock_offset_ms"]),
+        ({"profile": "cu117", "facts": {"n": {"hostname": "n"}}, "infiniband_required": "maybe"}, ["infiniband_required"]),
+        ({"profile": "cu117", "facts": {}}, ["no nodes to check"]),
+        ({"profile": "cu117"}, ["no nodes to check"]),
+    ],
+)
+def test_bad_arguments(args, words):
+    with pytest.raises(AnsibleActionFail) as excinfo:
+        run_action(args)
+    message = str(excinfo.value)
+    for word in words:
+        assert word in message
+
+
+def test_slots_as_strings_of_digits_are_accepted():
+    result = run_action(clean_args(slots={n: "8" for n in NODES}))
+    assert not result.get("failed")
