@@ -1,0 +1,438 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, megatron_ds.cluster developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: gpu_stack_facts
+author: megatron_ds.cluster developers (@megatron-ds)
+version_added: 1.0.0
+short_description: Report every GPU, CUDA and training-stack version of a node in one call
+description:
+  - Collects, in one call per node, what the preflight gate compares across a cluster.
+    It reports the NVIDIA driver and its kernel-module flavour, the GPUs (one C(nvidia-smi -q -x) call),
+    NVSwitch and fabric manager, and every CUDA toolkit under C(/usr/local), saying where each
+    version was read.
+  - It also reports the system cuDNN and NCCL (headers and library), and torch, DeepSpeed and apex
+    as the training venv's Python sees them. They are read by one Python subprocess in the venv.
+  - Finally it reports the Megatron-DeepSpeed commit, InfiniBand ports, nvidia-peermem, the memlock limit
+    (optionally in a non-interactive ssh session of the training user), free disk space and
+    clock synchronisation.
+  - Never changes anything on the node. Anything missing is reported as null, false or an
+    empty list, never as a failure; problems met on the way are listed in C(errors).
+  - Every version is a string. The same component can have several versions on one node,
+    for example the system cuDNN against the cuDNN that torch bundles, so each version comes with its source.
+options:
+  venv:
+    description:
+      - The training virtual environment. Its C(bin/python) (or C(bin/python3)) runs one small
+        probe that imports torch, DeepSpeed and apex, with C(-I) so that only the venv's own
+        packages count.
+      - When omitted, C(python), C(torch), C(deepspeed) and C(apex) are reported empty.
+    type: path
+  megatron_dir:
+    description:
+      - A Megatron-DeepSpeed checkout. Its commit comes from C(git rev-parse HEAD), or from
+        C(.git/HEAD), the loose ref and C(packed-refs) when git is absent.
+    type: path
+  disk_paths:
+    description:
+      - Paths whose free space to report, typically the data and checkpoint directories.
+      - A path that does not exist yet is reported with C(exists=false) and the free space of
+        its nearest existing parent, where it would be created.
+    type: list
+    elements: path
+    default: []
+  ssh_user:
+    description:
+      - When set, also read C(ulimit -l) the way a launcher sees it. The module runs
+        C(ssh -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null <ssh_user>@localhost 'ulimit -l')
+        as that user (through C(su -s /bin/sh <ssh_user> -c ...) when the module runs as root).
+      - Checking as another user needs root on the node (C(become=true)). The known-hosts file is
+        C(/dev/null), so the check writes nothing.
+    type: str
+  root:
+    description:
+      - Path prefix under which every file is read, and every toolkit binary is looked up and run.
+        Symlinks are followed inside it as in a chroot.
+      - Only for tests against a recorded filesystem tree; leave the default on real nodes.
+    type: path
+    default: /
+  timeout:
+    description:
+      - Seconds allowed to each command (C(nvidia-smi), C(nvcc), the venv probe, ssh, ...).
+      - Importing torch and DeepSpeed takes several seconds on a cold page cache.
+    type: int
+    default: 120
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.facts
+attributes:
+  check_mode:
+    support: full
+    details: The module only reads; it behaves the same in check mode.
+  diff_mode:
+    support: none
+  facts:
+    support: full
+  platform:
+    platforms: posix
+notes:
+  - Runs on the managed node with Python 3.8 or later and the standard library only.
+  - Sources, in order of preference. Driver from C(/proc/driver/nvidia/version), else C(nvidia-smi).
+    GPUs from C(nvidia-smi -q -x), else C(nvidia-smi --query-gpu) CSV.
+    CUDA from C(version.json), else C(bin/nvcc --version), else C(bin/ptxas --version), else the C(libcudart.so.X.Y.Z) file name.
+  - From CUDA 11.8, C(version.json) can carry a release date as its third field (C(11.8.20220929)).
+    Such a version is reported as major.minor (C(11.8)).
+  - C(torch.cudnn) is the cuDNN that torch loads (for pip wheels, the bundled one), which can
+    differ from the system C(cudnn.version); C(torch.nccl) likewise against C(nccl.version).
+    torch 1.13.1 from PyPI, for example, loads cuDNN 8.5 whatever cuDNN the system has.
+seealso:
+  - name: NVIDIA System Management Interface
+    description: The C(nvidia-smi -q -x) XML that the GPU facts come from.
+    link: https://docs.nvidia.com/deploy/nvidia-smi/index.html
+"""
+
+EXAMPLES = r"""
+- name: Facts | Gather the GPU stack of every node
+  megatron_ds.cluster.gpu_stack_facts:
+    venv: /opt/megatron/venv
+    megatron_dir: /opt/megatron/Megatron-DeepSpeed
+    disk_paths:
+      - /data/megatron
+      - /checkpoints
+    ssh_user: train
+  become: true
+
+- name: Facts | Show what torch sees next to the system toolkit
+  ansible.builtin.debug:
+    msg: >-
+      torch {{ gpu_stack_facts.torch.version }} built for CUDA {{ gpu_stack_facts.torch.cuda }},
+      nvcc {{ gpu_stack_facts.cuda.nvcc_version }} ({{ gpu_stack_facts.cuda.source }}),
+      {{ gpu_stack_facts.gpus.count }} x {{ gpu_stack_facts.gpus.model }}
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts to add to ansible_facts.
+  returned: always
+  type: dict
+  contains:
+    gpu_stack_facts:
+      description: Everything about the node's GPU stack. Missing things are null, false or empty.
+      returned: always
+      type: dict
+      contains:
+        hostname:
+          description: The node's host name.
+          type: str
+          sample: gpu-node-01
+        os:
+          description: C(ID) and C(VERSION_ID) from C(/etc/os-release).
+          type: dict
+          sample: {id: ubuntu, version_id: "24.04"}
+        python:
+          description: The venv's interpreter (null values without O(venv)).
+          type: dict
+          contains:
+            version:
+              description: Python version, e.g. C(3.12.3).
+              type: str
+            executable:
+              description: The venv path of the interpreter that ran the probe.
+              type: str
+        driver:
+          description: The NVIDIA driver.
+          type: dict
+          contains:
+            version:
+              description: Driver version, e.g. C(580.159.04).
+              type: str
+            kernel_module:
+              description: C(open) or C(proprietary) (from /proc only).
+              type: str
+            source:
+              description: C(/proc/driver/nvidia/version) or C(nvidia-smi).
+              type: str
+        gpus:
+          description: GPUs as nvidia-smi lists them.
+          type: dict
+          contains:
+            count:
+              description: Number of GPUs.
+              type: int
+              sample: 2
+            model:
+              description: The product name all GPUs share; null when none or mixed.
+              type: str
+              sample: NVIDIA H200
+            models:
+              description: Distinct product names.
+              type: list
+              elements: str
+            memory_mib:
+              description: Memory of the smallest GPU in MiB.
+              type: int
+              sample: 143771
+            uuids:
+              description: GPU UUIDs.
+              type: list
+              elements: str
+            list:
+              description: One entry per GPU, in nvidia-smi order.
+              type: list
+              elements: dict
+              contains:
+                index:
+                  description: nvidia-smi index.
+                  type: int
+                name:
+                  description: Product name.
+                  type: str
+                uuid:
+                  description: GPU UUID.
+                  type: str
+                memory_mib:
+                  description: Total memory in MiB.
+                  type: int
+                pci_bus_id:
+                  description: PCI bus id, e.g. C(00000000:00:06.0).
+                  type: str
+                persistence_mode:
+                  description: Persistence mode enabled; null when unknown.
+                  type: bool
+        nvswitch:
+          description: NVSwitch devices (from C(/proc/driver/nvidia-nvswitch/devices), else C(/dev/nvidia-nvswitchN)).
+          type: dict
+          contains:
+            present:
+              description: At least one NVSwitch.
+              type: bool
+            count:
+              description: Number of NVSwitches.
+              type: int
+        fabric_manager:
+          description: NVIDIA fabric manager.
+          type: dict
+          contains:
+            installed:
+              description: C(nv-fabricmanager) or an C(nvidia-fabricmanager*) package found.
+              type: bool
+            version:
+              description: From C(nv-fabricmanager --version), else the package version without its Debian revision.
+              type: str
+            active:
+              description: C(systemctl is-active nvidia-fabricmanager); null without a running systemd.
+              type: bool
+        cuda:
+          description: The CUDA toolkit at C(home) and every toolkit found.
+          type: dict
+          contains:
+            version:
+              description: Toolkit version, e.g. C(13.0.88) or C(11.7.1).
+              type: str
+            source:
+              description: C(version.json), C(nvcc), C(ptxas) or C(library).
+              type: str
+            home:
+              description: C(/usr/local/cuda), else the toolkit of the nvcc on PATH, else the newest C(/usr/local/cuda-*).
+              type: str
+            nvcc_version:
+              description: What C(home/bin/nvcc --version) says (DeepSpeed compares its major.minor with torch's).
+              type: str
+            installed:
+              description: Every C(/usr/local/cuda-*) and C(/usr/local/cuda) directory (plus C(home) when elsewhere).
+              type: list
+              elements: dict
+              contains:
+                path:
+                  description: The toolkit directory.
+                  type: str
+                version:
+                  description: Its version.
+                  type: str
+                source:
+                  description: Where the version was read.
+                  type: str
+        cudnn:
+          description: The system cuDNN, from C(cudnn_version.h) (or C(cudnn.h) before cuDNN 8).
+          type: dict
+          contains:
+            version:
+              description: e.g. C(9.14.0).
+              type: str
+            source:
+              description: The header read.
+              type: str
+        nccl:
+          description: The system NCCL.
+          type: dict
+          contains:
+            version:
+              description: From C(nccl.h), else from the library file name.
+              type: str
+            source:
+              description: The header (or library) the version came from.
+              type: str
+            library:
+              description: The C(libnccl.so.X.Y.Z) file found first in the loader's usual order.
+              type: str
+        torch:
+          description: torch in the venv.
+          type: dict
+          contains:
+            version:
+              description: C(torch.__version__), e.g. C(2.11.0+cu130).
+              type: str
+            cuda:
+              description: C(torch.version.cuda); null for CPU builds.
+              type: str
+            cudnn:
+              description: C(torch.backends.cudnn.version()) as a dotted string (C(8500) -> C(8.5.0)).
+              type: str
+            nccl:
+              description: C(torch.cuda.nccl.version()) as a dotted string; null for CPU builds.
+              type: str
+            error:
+              description: Why torch could not be read, or null.
+              type: str
+        deepspeed:
+          description: DeepSpeed in the venv.
+          type: dict
+          contains:
+            version:
+              description: C(deepspeed.__version__) (the installed distribution's version when the import fails).
+              type: str
+            error:
+              description: The import error, e.g. the NumPy 2 failure of DeepSpeed 0.9.2, or null.
+              type: str
+        venv:
+          description: The venv given.
+          type: str
+        megatron_deepspeed:
+          description: The Megatron-DeepSpeed checkout.
+          type: dict
+          contains:
+            path:
+              description: The directory given.
+              type: str
+            commit:
+              description: HEAD commit.
+              type: str
+            present:
+              description: The directory holds C(pretrain_gpt.py) or C(megatron/).
+              type: bool
+        apex:
+          description: NVIDIA apex in the venv (PyPI's unrelated C(apex) package does not count).
+          type: dict
+          contains:
+            present:
+              description: NVIDIA apex imports.
+              type: bool
+            cuda_ext:
+              description: C(amp_C) and C(fused_layer_norm_cuda) import (after torch).
+              type: bool
+            error:
+              description: What failed to import, or null.
+              type: str
+        infiniband:
+          description: RDMA devices from C(/sys/class/infiniband) and GPUDirect modules from C(/proc/modules).
+          type: dict
+          contains:
+            hcas:
+              description: One entry per HCA.
+              type: list
+              elements: dict
+              contains:
+                name:
+                  description: Device name, e.g. C(mlx5_0).
+                  type: str
+                ports:
+                  description: Its ports, with the words the kernel writes in sysfs.
+                  type: list
+                  elements: dict
+                  contains:
+                    port:
+                      description: Port number.
+                      type: int
+                    state:
+                      description: C(ACTIVE), C(INIT), C(ARMED), C(DOWN), ... (the number the kernel prefixes is dropped).
+                      type: str
+                    phys_state:
+                      description: C(LinkUp), C(Polling), C(Disabled), ...
+                      type: str
+                    rate:
+                      description: As sysfs writes it, for example V(200 Gb/sec (4X HDR\)).
+                      type: str
+                    link_layer:
+                      description: C(InfiniBand) or C(Ethernet) (RoCE).
+                      type: str
+            peermem_loaded:
+              description: C(nvidia_peermem) (or the older C(nv_peer_mem)) is loaded.
+              type: bool
+        memlock:
+          description: Locked-memory limit in KiB, as C(ulimit -l) prints it.
+          type: dict
+          contains:
+            current:
+              description: The module process's soft limit, C(unlimited) or a number.
+              type: str
+            noninteractive_ssh:
+              description: C(ulimit -l) in an ssh session of O(ssh_user) on localhost; null when unchecked or failed.
+              type: str
+            noninteractive_ssh_error:
+              description: Why the ssh check gave no value, or null.
+              type: str
+        disk:
+          description: For each of O(disk_paths), C(free_bytes) (int) and C(exists) (bool).
+          type: dict
+          sample: {"/data": {"free_bytes": 1048576000, "exists": true}}
+        clock:
+          description: Clock synchronisation.
+          type: dict
+          contains:
+            synchronized:
+              description: Synchronised to a time source; null when no tool answered.
+              type: bool
+            offset_ms:
+              description: System clock minus NTP time in ms (C(chronyc) only).
+              type: float
+            source:
+              description: C(chronyc) or C(timedatectl).
+              type: str
+        errors:
+          description: Problems met while collecting, one line each, starting with the component.
+          type: list
+          elements: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._gpu_facts import Host, collect
+
+
+ARGUMENT_SPEC = dict(
+    venv=dict(type="path"),
+    megatron_dir=dict(type="path"),
+    disk_paths=dict(type="list", elements="path", default=[]),
+    ssh_user=dict(type="str"),
+    root=dict(type="path", default="/"),
+    timeout=dict(type="int", default=120),
+)
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    params = module.params
+    if params["timeout"] <= 0:
+        module.fail_json(msg="gpu_stack_facts: timeout is %s; give a positive number of seconds per command"
+                         % params["timeout"])
+    host = Host(root=params["root"], timeout=params["timeout"])
+    facts = collect(host, venv=params["venv"], megatron_dir=params["megatron_dir"],
+                    disk_paths=params["disk_paths"], ssh_user=params["ssh_user"])
+    module.exit_json(changed=False, ansible_facts={"gpu_stack_facts": facts})
+
+
+if __name__ == "__main__":
+    main()

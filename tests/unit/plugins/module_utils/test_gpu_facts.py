@@ -1,0 +1,899 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, megatron_ds.cluster developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""gpu_stack_facts' parsers on recorded real outputs, and its collectors on fake node trees.
+
+Fixtures and their origin: tests/fixtures/README.md. No test runs a program that stands in for
+an NVIDIA tool: tool paths in fake trees are empty placeholders, and ``Runner`` answers each
+command with the output recorded from the real tool.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import pytest
+
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _gpu_facts as gf
+
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
+H200 = FIXTURES / "gpu-host-h200x2"
+
+
+def fixture(rel: str) -> str:
+    return (FIXTURES / rel).read_text()
+
+
+def stack_section(title: str) -> str:
+    """One '### title' section of the H200 host's gpu-host-stack.txt."""
+    text = (H200 / "gpu-host-stack.txt").read_text()
+    match = re.search(r"^### " + re.escape(title) + r"\n(.*?)(?=^### |\Z)", text, re.M | re.S)
+    assert match, title
+    return match.group(1)
+
+
+# The proprietary module's line, as NVIDIA's closed kernel module prints it (issue brief).
+PROPRIETARY_NVRM = ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.129.03  "
+                    "Thu Oct 19 18:56:32 UTC 2023\nGCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n")
+# version.json of CUDA 11.7.1 (X.Y.U form, see published-excerpts/cuda-11.5.2-version.json).
+CUDA_1171_VERSION_JSON = '{"cuda": {"name": "CUDA SDK", "version": "11.7.1"}, "cuda_nvcc": {"name": "CUDA NVCC", "version": "11.7.99"}}'
+
+
+# --------------------------------------------------------------------------- test doubles
+class Runner:
+    """Answers commands with recorded outputs, keyed by (program basename, *args); records calls."""
+
+    def __init__(self, answers: Optional[Dict[Tuple[str, ...], Tuple[int, str, str]]] = None) -> None:
+        self.answers = dict(answers or {})
+        self.calls: List[Tuple[str, ...]] = []
+
+    def __call__(self, argv: Sequence[str], timeout: float) -> Tuple[int, str, str]:
+        key = (os.path.basename(argv[0]),) + tuple(argv[1:])
+        self.calls.append(key)
+        for known, answer in self.answers.items():
+            if key[: len(known)] == known:
+                return answer
+        return 127, "", "%s: not recorded" % key[0]
+
+    def count(self, program: str) -> int:
+        return sum(1 for c in self.calls if c[0] == program)
+
+
+def put(root: Path, node_path: str, text: str = "", mode: int = 0o644) -> Path:
+    path = root / node_path.lstrip("/")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(mode)
+    return path
+
+
+def link(root: Path, node_path: str, target: str) -> None:
+    path = root / node_path.lstrip("/")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(target, str(path))
+
+
+def tool(root: Path, node_path: str) -> None:
+    """An executable placeholder; the Runner answers for it, nothing ever executes it."""
+    put(root, node_path, "", 0o755)
+
+
+SMI_XML = (H200 / "nvidia-smi-q.xml").read_text()
+SMI_CSV = (H200 / "nvidia-smi-query.csv").read_text()
+NVCC_13 = stack_section("nvcc --version")
+PTXAS_13 = stack_section("ptxas")
+
+
+def h200_root(tmp: Path) -> Tuple[Path, Runner]:
+    """The GPU validation host's layout (gpu-host-stack.txt) with its recorded outputs."""
+    put(tmp, "/proc/driver/nvidia/version", stack_section("/proc/driver/nvidia/version"))
+    put(tmp, "/etc/os-release", stack_section("os-release"))
+    tool(tmp, "/usr/bin/nvidia-smi")
+    for sub in ("bin/nvcc", "bin/ptxas"):
+        tool(tmp, "/usr/local/cuda-13.0/" + sub)
+    put(tmp, "/usr/local/cuda-13.0/targets/x86_64-linux/lib/libcudart.so.13")
+    link(tmp, "/usr/local/cuda-13.0/lib64", "targets/x86_64-linux/lib")
+    link(tmp, "/etc/alternatives/cuda", "/usr/local/cuda-13.0")
+    link(tmp, "/etc/alternatives/cuda-13", "/usr/local/cuda-13.0")
+    link(tmp, "/usr/local/cuda", "/etc/alternatives/cuda")
+    link(tmp, "/usr/local/cuda-13", "/etc/alternatives/cuda-13")
+    put(tmp, "/usr/include/x86_64-linux-gnu/cudnn_version.h", (H200 / "system-usr-include-cudnn_version.h").read_text())
+    put(tmp, "/usr/include/nccl.h", (H200 / "system-usr-include-nccl.h").read_text())
+    # libnccl2's layout: the versioned file plus its soname link (the host's ldconfig shows the link).
+    put(tmp, "/usr/lib/x86_64-linux-gnu/libnccl.so.2.28.3")
+    link(tmp, "/usr/lib/x86_64-linux-gnu/libnccl.so.2", "libnccl.so.2.28.3")
+    runner = Runner({
+        ("nvidia-smi", "-q", "-x"): (0, SMI_XML, ""),
+        ("nvidia-smi", "--query-gpu=" + gf.SMI_QUERY_FIELDS, "--format=csv"): (0, SMI_CSV, ""),
+        ("nvcc", "--version"): (0, NVCC_13, ""),
+        ("ptxas", "--version"): (0, PTXAS_13, ""),
+    })
+    return tmp, runner
+
+
+def host_for(root: Path, runner: Optional[Runner] = None) -> gf.Host:
+    return gf.Host(root=str(root), run=runner or Runner(), timeout=5)
+
+
+# --------------------------------------------------------------------------- nvidia-smi
+def test_xml_fixture_gives_the_h200_host():
+    parsed = gf.parse_nvidia_smi_xml(SMI_XML)
+    gpus = gf.summarize_gpus(parsed["gpus"])
+    assert parsed["driver_version"] == "580.159.04"
+    assert parsed["cuda_version"] == "13.0"
+    assert gpus["count"] == 2
+    assert gpus["model"] == "NVIDIA H200"
+    assert gpus["models"] == ["NVIDIA H200"]
+    assert gpus["memory_mib"] == 143771
+    assert gpus["uuids"] == ["GPU-00000000-0000-0000-0000-000000000001", "GPU-00000000-0000-0000-0000-000000000002"]
+    assert gpus["list"][1] == {
+        "index": 1, "name": "NVIDIA H200", "uuid": "GPU-00000000-0000-0000-0000-000000000002",
+        "memory_mib": 143771, "pci_bus_id": "00000000:00:07.0", "persistence_mode": True,
+    }
+
+
+def test_csv_fixture_gives_the_same_gpus_as_the_xml():
+    from_csv = gf.parse_nvidia_smi_csv(SMI_CSV)
+    assert from_csv["driver_version"] == "580.159.04"
+    assert from_csv["gpus"] == gf.parse_nvidia_smi_xml(SMI_XML)["gpus"]
+
+
+@pytest.mark.parametrize("text", [
+    "",
+    "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.",
+    "<?xml version=\"1.0\" ?><other_log/>",
+    SMI_XML[: len(SMI_XML) // 2],  # cut off mid-way
+])
+def test_xml_parser_rejects_what_is_not_nvidia_smi_xml(text):
+    with pytest.raises(ValueError):
+        gf.parse_nvidia_smi_xml(text)
+
+
+SMI_CSV_SUBSET = "uuid, name, memory.total [MiB]\n" + "".join(
+    "%s, %s, %s\n" % (row[2], row[1], row[4]) for row in (line.split(", ") for line in SMI_CSV.splitlines()[1:]))
+
+
+@pytest.mark.parametrize("text, expected_count", [
+    ("", 0),
+    ("index, name, uuid, driver_version, memory.total [MiB], pci.bus_id, persistence_mode, compute_mode\n", 0),
+    # fewer columns, another order: the recorded rows cut down to name, uuid, memory
+    (SMI_CSV_SUBSET, 2),
+])
+def test_csv_parser_counts_rows_under_a_header(text, expected_count):
+    parsed = gf.parse_nvidia_smi_csv(text)
+    assert len(parsed["gpus"]) == expected_count
+    assert all(g["memory_mib"] == 143771 for g in parsed["gpus"])
+
+
+def test_csv_without_header_is_rejected():
+    with pytest.raises(ValueError):
+        gf.parse_nvidia_smi_csv("\n".join(SMI_CSV.splitlines()[1:]))
+
+
+@pytest.mark.parametrize("names, memories, model, models, memory", [
+    (["NVIDIA H200", "NVIDIA H200"], [143771, 143771], "NVIDIA H200", ["NVIDIA H200"], 143771),
+    (["NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM4-40GB"], [81920, 40960], None,
+     ["NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-80GB"], 40960),
+    ([], [], None, [], None),
+    (["NVIDIA H200", None], [143771, None], None, ["NVIDIA H200"], 143771),
+])
+def test_summary_names_one_model_only_when_all_gpus_share_it(names, memories, model, models, memory):
+    gpus = [{"index": i, "name": n, "uuid": None, "memory_mib": m, "pci_bus_id": None, "persistence_mode": None}
+            for i, (n, m) in enumerate(zip(names, memories))]
+    summary = gf.summarize_gpus(gpus)
+    assert (summary["count"], summary["model"], summary["models"], summary["memory_mib"]) == (
+        len(names), model, models, memory)
+
+
+# --------------------------------------------------------------------------- /proc driver
+@pytest.mark.parametrize("text, version, flavour", [
+    (stack_section("/proc/driver/nvidia/version"), "580.159.04", "open"),
+    (PROPRIETARY_NVRM, "535.129.03", "proprietary"),
+    ("", None, None),
+    ("GCC version:  gcc version 15.3.0 (GCC)\n", None, None),
+])
+def test_proc_driver_version_gives_version_and_module_flavour(text, version, flavour):
+    assert gf.parse_proc_driver_version(text) == {"version": version, "kernel_module": flavour}
+
+
+# --------------------------------------------------------------------------- CUDA versions
+@pytest.mark.parametrize("text, expected", [
+    (NVCC_13, "13.0.88"),
+    (PTXAS_13, "13.0.88"),
+    (fixture("cuda-nvcc-11.7.99-wheel/ptxas-version.txt"), "11.7.99"),
+    (fixture("published-excerpts/cuda-11.8.0-nvcc-version.txt"), "11.8.89"),
+    ("Cuda compilation tools, release 11.7, V11.7.99", "11.7.99"),
+    ("Cuda compilation tools, release 12.1", "12.1"),
+    ("", None),
+    ("sh: 1: nvcc: not found", None),
+])
+def test_nvcc_and_ptxas_versions(text, expected):
+    assert gf.parse_cuda_tool_version(text) == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    (CUDA_1171_VERSION_JSON, "11.7.1"),
+    (fixture("published-excerpts/cuda-11.5.2-version.json"), "11.5.2"),
+    # 11.8+ stamps a date where the update level was: report what it really says, 11.8
+    (fixture("published-excerpts/cuda-11.8.0-version.json"), "11.8"),
+    ('{"cuda": {"name": "CUDA SDK", "version": "12.1.20230222"}}', "12.1"),
+    ('{"cuda_nvcc": {"version": "11.7.99"}}', None),
+    ('{"cuda": {"version": "unknown"}}', None),
+    ("", None),
+    ("not json", None),
+])
+def test_version_json(text, expected):
+    assert gf.parse_cuda_version_json(text) == expected
+
+
+@pytest.mark.parametrize("name, stem, expected", [
+    ("libcudart.so.11.7.99", "libcudart.so", "11.7.99"),
+    ("libcudart.so.13", "libcudart.so", "13"),
+    ("libcudart.so", "libcudart.so", None),
+    ("libcudart_static.a", "libcudart.so", None),
+    ("libnccl.so.2.28.3", "libnccl.so", "2.28.3"),
+    ("libnccl-net.so", "libnccl.so", None),
+])
+def test_library_file_names(name, stem, expected):
+    assert gf.library_version(name, stem) == expected
+
+
+# --------------------------------------------------------------------------- headers
+@pytest.mark.parametrize("rel, expected", [
+    ("cudnn-8.6.0.163-cuda11-wheel/cudnn_version.h", "8.6.0"),
+    ("gpu-host-h200x2/system-usr-include-cudnn_version.h", "9.14.0"),
+    ("gpu-host-h200x2/torch-venv-nvidia-cudnn_version.h", "9.19.0"),
+    ("gpu-host-h200x2/system-usr-include-nccl.h", None),
+])
+def test_cudnn_header(rel, expected):
+    assert gf.parse_cudnn_header(fixture(rel)) == expected
+
+
+@pytest.mark.parametrize("rel, expected", [
+    ("gpu-host-h200x2/system-usr-include-nccl.h", "2.28.3"),
+    ("gpu-host-h200x2/torch-venv-nvidia-nccl.h", "2.28.9"),
+    ("gpu-host-h200x2/system-usr-include-cudnn_version.h", None),
+])
+def test_nccl_header(rel, expected):
+    assert gf.parse_nccl_header(fixture(rel)) == expected
+
+
+# --------------------------------------------------------------------------- torch's numbers
+@pytest.mark.parametrize("value, expected", [
+    (8500, "8.5.0"),      # torch 1.13.1+cu117 (FACTS.md H)
+    (91900, "9.19.0"),    # torch 2.11.0+cu130 on the H200 host
+    (8907, "8.9.7"),
+    (None, None),
+    (0, None),
+    (True, None),
+    ("8500", None),
+])
+def test_torch_cudnn_int_to_version(value, expected):
+    assert gf.cudnn_version_from_int(value) == expected
+
+
+@pytest.mark.parametrize("value, expected", [
+    ([2, 28, 9], "2.28.9"),   # the H200 host (JSON turns the tuple into a list)
+    ((2, 14, 3, ""), "2.14.3"),
+    (2708, "2.7.8"),          # old torch: NCCL_VERSION code up to 2.8
+    (21403, "2.14.3"),
+    ([2, 28], None),
+    (None, None),
+])
+def test_torch_nccl_to_version(value, expected):
+    assert gf.nccl_version_from_torch(value) == expected
+
+
+def test_probe_output_of_the_h200_host():
+    recorded = json.loads(stack_section("python/torch"))
+    probe = {
+        "python": {"version": recorded["python"], "executable": recorded["executable"]},
+        "torch": {"version": recorded["torch"], "cuda": recorded["torch_cuda"], "cudnn": recorded["cudnn"],
+                  "nccl": recorded["nccl"], "error": None},
+        "deepspeed": {"version": "0.17.5", "error": None},
+        "apex": {"present": True, "cuda_ext": True, "error": None},
+    }
+    facts = gf.parse_probe_output("some import noise\n" + json.dumps(probe))
+    assert facts["python"]["version"] == "3.12.3"
+    assert facts["torch"] == {"version": "2.11.0+cu130", "cuda": "13.0", "cudnn": "9.19.0", "nccl": "2.28.9",
+                              "error": None}
+    assert facts["deepspeed"] == {"version": "0.17.5", "error": None}
+    assert facts["apex"] == {"present": True, "cuda_ext": True, "error": None}
+
+
+@pytest.mark.parametrize("stdout", ["", "Traceback (most recent call last):", "{not json"])
+def test_probe_output_that_is_not_json_raises(stdout):
+    with pytest.raises((ValueError, IndexError)):
+        gf.parse_probe_output(stdout)
+
+
+# --------------------------------------------------------------------------- clock
+@pytest.mark.parametrize("rel, synchronized, offset_ms", [
+    ("chrony-4.3/tracking-synchronised.txt", True, 0.001619),
+    ("chrony-4.3/tracking-manpage-example.txt", True, -0.006523),
+    ("chrony-4.3/tracking-not-synchronised.txt", False, None),
+])
+def test_chronyc_tracking(rel, synchronized, offset_ms):
+    parsed = gf.parse_chronyc_tracking(fixture(rel))
+    assert parsed["synchronized"] is synchronized
+    if offset_ms is None:
+        assert parsed["offset_ms"] is None
+    else:
+        assert parsed["offset_ms"] == pytest.approx(offset_ms)
+
+
+@pytest.mark.parametrize("text", ["", "506 Cannot talk to daemon"])
+def test_chronyc_without_tracking_data_says_nothing(text):
+    assert gf.parse_chronyc_tracking(text) == {"synchronized": None, "offset_ms": None}
+
+
+@pytest.mark.parametrize("text, expected", [
+    (fixture("debian12-systemd-container/timedatectl-show.txt"), False),
+    ("Timezone=Etc/UTC\nNTP=yes\nNTPSynchronized=yes\n", True),
+    ("System has not been booted with systemd as init system (PID 1). Can't operate.", None),
+])
+def test_timedatectl_show(text, expected):
+    assert gf.parse_timedatectl_show(text) == {"synchronized": expected, "offset_ms": None}
+
+
+# --------------------------------------------------------------------------- small ones
+@pytest.mark.parametrize("text, expected", [
+    (fixture("published-excerpts/nv-fabricmanager-version.txt"), "450.102.04"),
+    ("\n\n\tFabric Manager version is : 535.161.08\n\n", "535.161.08"),
+    ("nv-fabricmanager: command not found", None),
+])
+def test_fabric_manager_version(text, expected):
+    assert gf.parse_fabricmanager_version(text) == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("nvidia-fabricmanager-535 535.129.03-1 ii \n", "535.129.03"),
+    ("nvidia-fabricmanager 1:580.65.06-1 ii \n", "580.65.06"),
+    ("nvidia-fabricmanager-dev-535 535.129.03-1 ii \n", None),
+    ("nvidia-fabricmanager-535 535.129.03-1 rc \n", None),   # removed, only config left
+    ("nvidia-fabricmanager-535  un \n", None),               # known to dpkg, never installed
+    ("", None),
+])
+def test_fabric_manager_from_dpkg(text, expected):
+    assert gf.parse_dpkg_fabricmanager(text) == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    (stack_section("os-release"), {"id": "ubuntu", "version_id": "24.04"}),
+    ('ID=debian\nVERSION_ID="12"\n', {"id": "debian", "version_id": "12"}),
+    ("", {"id": None, "version_id": None}),
+])
+def test_os_release(text, expected):
+    assert gf.parse_os_release(text) == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("4: ACTIVE\n", "ACTIVE"),
+    ("1: DOWN\n", "DOWN"),
+    ("5: LinkUp\n", "LinkUp"),
+    ("7: Phy Test\n", "Phy Test"),
+    ("", None),
+])
+def test_sysfs_state_words(text, expected):
+    assert gf.parse_sysfs_state(text) == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("ref: refs/heads/main\n", ("ref", "refs/heads/main")),
+    ("4efb479d" * 5 + "\n", ("sha", "4efb479d" * 5)),
+    ("garbage", (None, None)),
+])
+def test_git_head(text, expected):
+    assert gf.parse_git_head(text) == expected
+
+
+# --------------------------------------------------------------------------- Host
+def test_absolute_links_stay_inside_the_root(tmp_path):
+    root, _runner = h200_root(tmp_path)
+    host = host_for(root)
+    assert host.path("/usr/local/cuda/bin/nvcc") == str(root / "usr/local/cuda-13.0/bin/nvcc")
+    assert host.path("/usr/local/cuda/../../../../etc") == str(root / "etc")
+    assert host.read_text("/usr/local/cuda/version.json") is None
+
+
+def test_symlink_loop_ends(tmp_path):
+    link(tmp_path, "/a", "/b")
+    link(tmp_path, "/b", "/a")
+    assert not host_for(tmp_path).exists("/a/x")
+
+
+def test_which_under_a_fake_root_ignores_the_machines_path(tmp_path):
+    host = host_for(tmp_path)
+    assert host.which("sh") is None
+    tool(tmp_path, "/usr/sbin/chronyc")
+    assert host.which("chronyc") == "/usr/sbin/chronyc"
+
+
+def test_nvidia_smi_in_usr_local_nvidia_bin_is_found_without_path(tmp_path):
+    # the GPU validation host has it there, and Ansible's PATH does not always include it
+    tool(tmp_path, "/usr/local/nvidia/bin/nvidia-smi")
+    assert gf.Host(root=str(tmp_path), search_path="/usr/bin").which("nvidia-smi") == "/usr/local/nvidia/bin/nvidia-smi"
+
+
+# --------------------------------------------------------------------------- collectors
+def test_h200_tree_gives_the_recorded_host(tmp_path):
+    root, runner = h200_root(tmp_path)
+    facts = gf.collect(host_for(root, runner))
+    assert facts["driver"] == {"version": "580.159.04", "kernel_module": "open",
+                               "source": "/proc/driver/nvidia/version"}
+    assert (facts["gpus"]["count"], facts["gpus"]["model"], facts["gpus"]["memory_mib"]) == (2, "NVIDIA H200", 143771)
+    assert facts["os"] == {"id": "ubuntu", "version_id": "24.04"}
+    assert facts["cuda"]["version"] == "13.0.88"
+    assert facts["cuda"]["source"] == "nvcc"
+    assert facts["cuda"]["home"] == "/usr/local/cuda"
+    assert facts["cuda"]["nvcc_version"] == "13.0.88"
+    assert facts["cuda"]["installed"] == [
+        {"path": "/usr/local/cuda", "version": "13.0.88", "source": "nvcc"},
+        {"path": "/usr/local/cuda-13", "version": "13.0.88", "source": "nvcc"},
+        {"path": "/usr/local/cuda-13.0", "version": "13.0.88", "source": "nvcc"},
+    ]
+    assert facts["cudnn"] == {"version": "9.14.0", "source": "/usr/include/x86_64-linux-gnu/cudnn_version.h"}
+    assert facts["nccl"] == {"version": "2.28.3", "source": "/usr/include/nccl.h",
+                             "library": "/usr/lib/x86_64-linux-gnu/libnccl.so.2.28.3"}
+    assert facts["nvswitch"] == {"present": False, "count": 0}
+    assert facts["fabric_manager"] == {"installed": False, "version": None, "active": None}
+    assert facts["infiniband"] == {"hcas": [], "peermem_loaded": False}
+    assert facts["errors"] == []
+    # ONE nvidia-smi call; one nvcc run for three names of the same toolkit.
+    assert runner.count("nvidia-smi") == 1
+    assert runner.count("nvcc") == 1
+    assert runner.count("ptxas") == 0
+
+
+def test_xml_failure_falls_back_to_csv_and_says_why(tmp_path):
+    root, runner = h200_root(tmp_path)
+    runner.answers[("nvidia-smi", "-q", "-x")] = (0, "<nvidia_smi_log><gpu>", "")
+    errors: List[str] = []
+    driver, gpus = gf.collect_nvidia(host_for(root, runner), errors)
+    assert gpus["count"] == 2 and gpus["model"] == "NVIDIA H200"
+    assert driver["version"] == "580.159.04"
+    assert len(errors) == 1 and errors[0].startswith("gpus: nvidia-smi -q -x: not nvidia-smi XML")
+
+
+def test_broken_driver_leaves_gpus_empty_and_reports_nvidia_smi(tmp_path):
+    root, runner = h200_root(tmp_path)
+    failure = (9, "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n", "")
+    runner.answers[("nvidia-smi", "-q", "-x")] = failure
+    runner.answers[("nvidia-smi", "--query-gpu=" + gf.SMI_QUERY_FIELDS, "--format=csv")] = failure
+    errors: List[str] = []
+    driver, gpus = gf.collect_nvidia(host_for(root, runner), errors)
+    assert gpus == gf.summarize_gpus([])
+    assert driver["source"] == "/proc/driver/nvidia/version"
+    message = "exit 9: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
+    assert errors == ["gpus: nvidia-smi -q -x: " + message,
+                      "gpus: nvidia-smi --query-gpu=%s --format=csv: %s" % (gf.SMI_QUERY_FIELDS, message)]
+
+
+def test_driver_from_nvidia_smi_when_proc_is_absent(tmp_path):
+    root, runner = h200_root(tmp_path)
+    (root / "proc/driver/nvidia/version").unlink()
+    driver, _gpus = gf.collect_nvidia(host_for(root, runner), [])
+    assert driver == {"version": "580.159.04", "kernel_module": None, "source": "nvidia-smi"}
+
+
+@pytest.mark.parametrize("files, tools, answers, expected", [
+    # version.json wins; nvcc still runs because nvcc_version is its own fact
+    ({"version.json": CUDA_1171_VERSION_JSON}, ["bin/nvcc"],
+     {("nvcc", "--version"): (0, "Cuda compilation tools, release 11.7, V11.7.99", "")},
+     {"version": "11.7.1", "source": "version.json", "nvcc_version": "11.7.99"}),
+    # no version.json: nvcc
+    ({}, ["bin/nvcc", "bin/ptxas"], {("nvcc", "--version"): (0, NVCC_13, ""), ("ptxas", "--version"): (0, PTXAS_13, "")},
+     {"version": "13.0.88", "source": "nvcc", "nvcc_version": "13.0.88"}),
+    # nvcc broken: ptxas
+    ({}, ["bin/nvcc", "bin/ptxas"],
+     {("nvcc", "--version"): (1, "", "error while loading shared libraries"),
+      ("ptxas", "--version"): (0, fixture("cuda-nvcc-11.7.99-wheel/ptxas-version.txt"), "")},
+     {"version": "11.7.99", "source": "ptxas", "nvcc_version": None}),
+    # runtime only: the library's file name
+    ({"targets/x86_64-linux/lib/libcudart.so.11.7.99": "", "targets/x86_64-linux/lib/libcudart.so.11.0": ""}, [], {},
+     {"version": "11.7.99", "source": "library", "nvcc_version": None}),
+    ({"lib64/libcudart.so.12.1.105": ""}, [], {}, {"version": "12.1.105", "source": "library", "nvcc_version": None}),
+    # 11.8's dated version.json
+    ({"version.json": fixture("published-excerpts/cuda-11.8.0-version.json")}, [], {},
+     {"version": "11.8", "source": "version.json", "nvcc_version": None}),
+    ({}, [], {}, {"version": None, "source": None, "nvcc_version": None}),
+])
+def test_cuda_version_sources_in_order(tmp_path, files, tools, answers, expected):
+    put(tmp_path, "/usr/local/cuda-x/include/cuda.h")
+    for rel, text in files.items():
+        put(tmp_path, "/usr/local/cuda-x/" + rel, text)
+    for rel in tools:
+        tool(tmp_path, "/usr/local/cuda-x/" + rel)
+    assert gf.detect_cuda(host_for(tmp_path, Runner(answers)), "/usr/local/cuda-x", {}) == expected
+
+
+def test_without_usr_local_cuda_the_newest_toolkit_is_home(tmp_path):
+    put(tmp_path, "/usr/local/cuda-11.7/version.json", CUDA_1171_VERSION_JSON)
+    put(tmp_path, "/usr/local/cuda-12.1/version.json", '{"cuda": {"name": "CUDA SDK", "version": "12.1.1"}}')
+    cuda = gf.collect_cuda(host_for(tmp_path))
+    assert (cuda["home"], cuda["version"], cuda["source"]) == ("/usr/local/cuda-12.1", "12.1.1", "version.json")
+    assert [i["path"] for i in cuda["installed"]] == ["/usr/local/cuda-11.7", "/usr/local/cuda-12.1"]
+
+
+def test_distribution_toolkit_in_usr_is_home_but_a_wrapper_in_usr_local_bin_is_not(tmp_path):
+    tool(tmp_path, "/usr/local/bin/nvcc")   # like `exec /usr/local/cuda-13.0/bin/nvcc "$@"`
+    assert gf.collect_cuda(host_for(tmp_path))["home"] is None
+    tool(tmp_path, "/usr/bin/nvcc")
+    put(tmp_path, "/usr/include/cuda_runtime_api.h")
+    runner = Runner({("nvcc", "--version"): (0, fixture("published-excerpts/cuda-11.8.0-nvcc-version.txt"), "")})
+    cuda = gf.collect_cuda(host_for(tmp_path, runner))
+    assert (cuda["home"], cuda["version"], cuda["source"]) == ("/usr", "11.8.89", "nvcc")
+    assert cuda["installed"] == [{"path": "/usr", "version": "11.8.89", "source": "nvcc"}]
+
+
+@pytest.mark.parametrize("layout, expected", [
+    ({"/usr/local/cuda/include/cudnn_version.h": "cudnn-8.6.0.163-cuda11-wheel/cudnn_version.h"},
+     {"version": "8.6.0", "source": "/usr/local/cuda/include/cudnn_version.h"}),
+    ({"/usr/include/x86_64-linux-gnu/cudnn_version_v9.h": "gpu-host-h200x2/system-usr-include-cudnn_version.h"},
+     {"version": "9.14.0", "source": "/usr/include/x86_64-linux-gnu/cudnn_version_v9.h"}),
+    # /usr/include is read before the toolkit's include directory
+    ({"/usr/include/cudnn_version.h": "gpu-host-h200x2/system-usr-include-cudnn_version.h",
+      "/usr/local/cuda/include/cudnn_version.h": "cudnn-8.6.0.163-cuda11-wheel/cudnn_version.h"},
+     {"version": "9.14.0", "source": "/usr/include/cudnn_version.h"}),
+    ({}, {"version": None, "source": None}),
+])
+def test_system_cudnn_from_headers(tmp_path, layout, expected):
+    for node_path, rel in layout.items():
+        put(tmp_path, node_path, fixture(rel))
+    assert gf.collect_cudnn(host_for(tmp_path), "/usr/local/cuda") == expected
+
+
+def test_nccl_from_library_name_when_no_header(tmp_path):
+    put(tmp_path, "/usr/local/cuda/lib64/libnccl.so.2.16.5")
+    link(tmp_path, "/usr/local/cuda/lib64/libnccl.so.2", "libnccl.so.2.16.5")
+    assert gf.collect_nccl(host_for(tmp_path), "/usr/local/cuda") == {
+        "version": "2.16.5", "source": "/usr/local/cuda/lib64/libnccl.so.2.16.5",
+        "library": "/usr/local/cuda/lib64/libnccl.so.2.16.5"}
+
+
+def test_no_nccl_at_all(tmp_path):
+    assert gf.collect_nccl(host_for(tmp_path), None) == {"version": None, "source": None, "library": None}
+
+
+@pytest.mark.parametrize("proc_devices, dev_nodes, expected", [
+    (["0000:05:00.0", "0000:06:00.0", "0000:07:00.0", "0000:08:00.0"], [], {"present": True, "count": 4}),
+    ([], ["nvidia-nvswitchctl", "nvidia-nvswitch0", "nvidia-nvswitch1"], {"present": True, "count": 2}),
+    ([], ["nvidia-nvswitchctl", "nvidia0", "nvidiactl"], {"present": False, "count": 0}),
+])
+def test_nvswitch_detection(tmp_path, proc_devices, dev_nodes, expected):
+    for device in proc_devices:
+        put(tmp_path, "/proc/driver/nvidia-nvswitch/devices/%s/information" % device)
+    for node in dev_nodes:
+        put(tmp_path, "/dev/" + node)
+    assert gf.collect_nvswitch(host_for(tmp_path)) == expected
+
+
+@pytest.mark.parametrize("tools, answers, expected", [
+    (["/usr/bin/nv-fabricmanager", "/usr/bin/systemctl"],
+     {("nv-fabricmanager", "--version"): (0, fixture("published-excerpts/nv-fabricmanager-version.txt"), ""),
+      ("systemctl", "is-active"): (0, "active\n", "")},
+     {"installed": True, "version": "450.102.04", "active": True}),
+    (["/usr/bin/dpkg-query", "/usr/bin/systemctl"],
+     {("dpkg-query",): (0, "nvidia-fabricmanager-535 535.129.03-1 ii \n", ""),
+      ("systemctl", "is-active"): (3, "failed\n", "")},
+     {"installed": True, "version": "535.129.03", "active": False}),
+    # the recorded Debian 12 container: no package, unit unknown to systemd
+    (["/usr/bin/dpkg-query", "/usr/bin/systemctl"],
+     {("dpkg-query",): (1, "", fixture("debian12-systemd-container/dpkg-query-nvidia-fabricmanager.stderr.txt")),
+      ("systemctl", "is-active"): (3, fixture("debian12-systemd-container/systemctl-is-active-nvidia-fabricmanager.txt"),
+                                   "")},
+     {"installed": False, "version": None, "active": False}),
+    # systemctl present but no systemd running (this CI machine, the H200 host's containers)
+    (["/usr/bin/systemctl"],
+     {("systemctl", "is-active"): (1, "", "System has not been booted with systemd as init system (PID 1). Can't operate.\n")},
+     {"installed": False, "version": None, "active": None}),
+    ([], {}, {"installed": False, "version": None, "active": None}),
+])
+def test_fabric_manager(tmp_path, tools, answers, expected):
+    for path in tools:
+        tool(tmp_path, path)
+    assert gf.collect_fabric_manager(host_for(tmp_path, Runner(answers))) == expected
+
+
+# --------------------------------------------------------------------------- InfiniBand sysfs
+def ib_port(root: Path, hca: str, port: int, state: str, phys: str, rate: str, link_layer: str) -> None:
+    base = "/sys/class/infiniband/%s/ports/%d/" % (hca, port)
+    for name, text in (("state", state), ("phys_state", phys), ("rate", rate), ("link_layer", link_layer)):
+        put(root, base + name, text + "\n")
+
+
+def test_infiniband_ports_from_sysfs(tmp_path):
+    ib_port(tmp_path, "mlx5_0", 1, "4: ACTIVE", "5: LinkUp", "200 Gb/sec (4X HDR)", "InfiniBand")
+    ib_port(tmp_path, "mlx5_1", 1, "1: DOWN", "2: Polling", "10 Gb/sec (4X)", "InfiniBand")
+    ib_port(tmp_path, "mlx5_2", 1, "4: ACTIVE", "5: LinkUp", "100 Gb/sec (4X EDR)", "Ethernet")
+    put(tmp_path, "/proc/modules",
+        "nvidia_peermem 16384 0 - Live 0x0000000000000000 (OE)\n"
+        "ib_core 450560 9 rdma_cm,ib_ipoib,nvidia_peermem,ib_uverbs,mlx5_ib, Live 0x0000000000000000\n")
+    facts = gf.collect_infiniband(host_for(tmp_path))
+    assert facts["peermem_loaded"] is True
+    assert [h["name"] for h in facts["hcas"]] == ["mlx5_0", "mlx5_1", "mlx5_2"]
+    assert facts["hcas"][0]["ports"] == [{"port": 1, "state": "ACTIVE", "phys_state": "LinkUp",
+                                          "rate": "200 Gb/sec (4X HDR)", "link_layer": "InfiniBand"}]
+    assert facts["hcas"][1]["ports"][0]["state"] == "DOWN"
+    assert facts["hcas"][2]["ports"][0]["link_layer"] == "Ethernet"
+
+
+def test_infiniband_ports_are_numbered_in_order_and_multi_port_hcas_kept(tmp_path):
+    for port in (2, 1, 10):
+        ib_port(tmp_path, "mlx4_0", port, "4: ACTIVE", "5: LinkUp", "56 Gb/sec (4X FDR)", "InfiniBand")
+    ports = gf.collect_infiniband(host_for(tmp_path))["hcas"][0]["ports"]
+    assert [p["port"] for p in ports] == [1, 2, 10]
+
+
+@pytest.mark.parametrize("modules, loaded", [
+    ("nv_peer_mem 20480 0 - Live 0x0000000000000000 (OE)\n", True),
+    ("nvidia_uvm 1466368 0 - Live 0x0000000000000000 (POE)\nnvidia 56717312 1 nvidia_uvm, Live 0x0 (POE)\n", False),
+    (None, False),
+])
+def test_peermem(tmp_path, modules, loaded):
+    if modules is not None:
+        put(tmp_path, "/proc/modules", modules)
+    assert gf.collect_infiniband(host_for(tmp_path)) == {"hcas": [], "peermem_loaded": loaded}
+
+
+# --------------------------------------------------------------------------- Megatron commit
+SHA_A = "4efb479d" * 5
+SHA_B = "9446eaac" * 5
+
+
+@pytest.mark.parametrize("files, expected", [
+    ({".git/HEAD": "ref: refs/heads/main\n", ".git/refs/heads/main": SHA_A + "\n"}, SHA_A),
+    ({".git/HEAD": "ref: refs/heads/before_rebase\n",
+      ".git/packed-refs": "# pack-refs with: peeled fully-peeled sorted\n%s refs/heads/before_rebase\n^%s\n"
+                          % (SHA_B, SHA_A)}, SHA_B),
+    ({".git/HEAD": SHA_A + "\n"}, SHA_A),
+    # a linked worktree: .git is a file, HEAD is per worktree, refs live in the common dir
+    ({".git": "gitdir: /srv/main/.git/worktrees/mds\n",
+      "/srv/main/.git/worktrees/mds/HEAD": "ref: refs/heads/main\n",
+      "/srv/main/.git/worktrees/mds/commondir": "../..\n",
+      "/srv/main/.git/refs/heads/main": SHA_B + "\n"}, SHA_B),
+    ({".git/HEAD": "ref: refs/heads/gone\n"}, None),
+    ({}, None),
+])
+def test_commit_from_git_files(tmp_path, files, expected):
+    put(tmp_path, "/opt/mds/pretrain_gpt.py")
+    for rel, text in files.items():
+        put(tmp_path, rel if rel.startswith("/") else "/opt/mds/" + rel, text)
+    facts = gf.collect_megatron(host_for(tmp_path), "/opt/mds")
+    assert facts == {"path": "/opt/mds", "commit": expected, "present": True}
+
+
+@pytest.mark.parametrize("make, present", [(False, False), (True, False)])
+def test_megatron_absent_or_not_a_checkout(tmp_path, make, present):
+    if make:
+        put(tmp_path, "/opt/mds/README.md")
+    facts = gf.collect_megatron(host_for(tmp_path), "/opt/mds")
+    assert facts == {"path": "/opt/mds", "commit": None, "present": present}
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_commit_from_git_rev_parse_matches_a_real_repository(tmp_path):
+    repo = tmp_path / "Megatron-DeepSpeed"
+    (repo / "megatron").mkdir(parents=True)
+    (repo / "megatron" / "__init__.py").write_text("")
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.invalid",
+               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.invalid")
+    for argv in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "x"], ["pack-refs", "--all"]):
+        subprocess.run(["git", "-C", str(repo)] + argv, check=True, env=env)
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], check=True, stdout=subprocess.PIPE,
+                          universal_newlines=True).stdout.strip()
+    host = gf.Host(root="/", timeout=10)
+    assert gf.collect_megatron(host, str(repo)) == {"path": str(repo), "commit": head, "present": True}
+    # the same answer without git: packed-refs only, since pack-refs removed the loose ref
+    assert gf.read_git_commit(host, str(repo)) == head
+
+
+# --------------------------------------------------------------------------- memlock / ssh
+@pytest.mark.parametrize("euid, current, expect_prefix, problem", [
+    (1000, "train", ["/usr/bin/ssh"], None),
+    (0, "root", ["/usr/bin/su", "-s", "/bin/sh", "train", "-c"], None),
+    (1001, "other", None, "checking as train needs root on the node (become: true)"),
+])
+def test_ssh_memlock_command(tmp_path, euid, current, expect_prefix, problem):
+    tool(tmp_path, "/usr/bin/ssh")
+    tool(tmp_path, "/usr/bin/su")
+    argv, why = gf.ssh_memlock_argv(host_for(tmp_path), "train", 20, euid, current)
+    assert why == problem
+    if expect_prefix is None:
+        assert argv is None
+        return
+    assert argv[: len(expect_prefix)] == expect_prefix
+    remote = argv if argv[0].endswith("ssh") else shlex.split(argv[-1])
+    assert remote[0] == "/usr/bin/ssh"
+    assert {"BatchMode=yes", "StrictHostKeyChecking=no", "UserKnownHostsFile=/dev/null"} <= set(remote)
+    assert remote[-2:] == ["train@localhost", "ulimit -l"]
+
+
+def test_ssh_memlock_without_ssh_client(tmp_path):
+    assert gf.ssh_memlock_argv(host_for(tmp_path), "train", 20, 0, "root") == (None, "ssh client not found")
+
+
+@pytest.mark.parametrize("answer, value, error_part", [
+    ((0, "unlimited\n", ""), "unlimited", None),
+    ((0, "Welcome to node1\n65536\n", ""), "65536", None),
+    ((255, "", "train@localhost: Permission denied (publickey).\n"), None, "Permission denied (publickey)"),
+    ((124, "", "timed out after 5s"), None, "timed out"),
+])
+def test_memlock_via_ssh(tmp_path, monkeypatch, answer, value, error_part):
+    tool(tmp_path, "/usr/bin/ssh")
+    tool(tmp_path, "/usr/bin/su")
+    errors: List[str] = []
+    facts = gf.collect_memlock(host_for(tmp_path, Runner({("su",): answer, ("ssh",): answer})), "train", errors)
+    assert facts["current"] == "unlimited" or facts["current"].isdigit()
+    assert facts["noninteractive_ssh"] == value
+    if error_part is None:
+        assert facts["noninteractive_ssh_error"] is None and errors == []
+    else:
+        assert error_part in facts["noninteractive_ssh_error"] and errors[0].startswith("memlock: ")
+
+
+def test_memlock_without_ssh_user_checks_nothing(tmp_path):
+    runner = Runner()
+    facts = gf.collect_memlock(host_for(tmp_path, runner), None, [])
+    assert facts["noninteractive_ssh"] is None and runner.calls == []
+
+
+# --------------------------------------------------------------------------- disk / clock
+def test_disk_paths_exist_or_not(tmp_path):
+    (tmp_path / "data").mkdir()
+    facts = gf.collect_disk(host_for(tmp_path), ["/data", "/checkpoints/run1"])
+    assert facts["/data"]["exists"] is True
+    assert facts["/checkpoints/run1"]["exists"] is False
+    assert all(isinstance(v["free_bytes"], int) and v["free_bytes"] >= 0 for v in facts.values())
+
+
+@pytest.mark.parametrize("tools, answers, expected", [
+    (["/usr/bin/chronyc"], {("chronyc", "-n", "tracking"): (0, fixture("chrony-4.3/tracking-manpage-example.txt"), "")},
+     {"synchronized": True, "offset_ms": pytest.approx(-0.006523), "source": "chronyc"}),
+    (["/usr/bin/chronyc", "/usr/bin/timedatectl"],
+     {("chronyc",): (1, "", "506 Cannot talk to daemon\n"),
+      ("timedatectl", "show"): (0, fixture("debian12-systemd-container/timedatectl-show.txt"), "")},
+     {"synchronized": False, "offset_ms": None, "source": "timedatectl"}),
+    (["/usr/bin/timedatectl"],
+     {("timedatectl", "show"): (1, "", "System has not been booted with systemd as init system (PID 1). Can't operate.")},
+     {"synchronized": None, "offset_ms": None, "source": None}),
+    ([], {}, {"synchronized": None, "offset_ms": None, "source": None}),
+])
+def test_clock(tmp_path, tools, answers, expected):
+    for path in tools:
+        tool(tmp_path, path)
+    assert gf.collect_clock(host_for(tmp_path, Runner(answers))) == expected
+
+
+# --------------------------------------------------------------------------- the venv probe
+def make_venv(path: Path) -> Path:
+    """A real venv of the interpreter running the tests (no pip: nothing is installed)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
+    return path
+
+
+def site_packages(venv: Path) -> Path:
+    return next(venv.glob("lib/python3*/site-packages"))
+
+
+def test_no_venv_means_no_probe(tmp_path):
+    runner = Runner()
+    stack = gf.collect_python_stack(host_for(tmp_path, runner), None, [])
+    assert runner.calls == []
+    assert stack["python"] == {"version": None, "executable": None}
+    assert stack["torch"]["version"] is None and stack["torch"]["error"] == "no venv given"
+
+
+def test_venv_without_python(tmp_path):
+    errors: List[str] = []
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    stack = gf.collect_python_stack(host_for(tmp_path), "/venv", errors)
+    assert stack["torch"]["error"].startswith("no python in venv /venv")
+    assert errors and errors[0].startswith("python: no python in venv")
+
+
+@pytest.mark.parametrize("answer, error_part", [
+    ((1, "", "Traceback (most recent call last):\n  File ...\n"), "exit 1: Traceback"),
+    ((0, "not json at all", ""), "probe output is not JSON"),
+    ((124, "", "timed out after 5s"), "exit 124: timed out"),
+])
+def test_probe_failures_are_reported_not_raised(tmp_path, answer, error_part):
+    tool(tmp_path, "/venv/bin/python")
+    errors: List[str] = []
+    stack = gf.collect_python_stack(host_for(tmp_path, Runner({("python",): answer})), "/venv", errors)
+    assert error_part in stack["torch"]["error"] and error_part in stack["deepspeed"]["error"]
+    assert stack["apex"] == {"present": False, "cuda_ext": False, "error": stack["torch"]["error"]}
+    assert errors and error_part in errors[0]
+
+
+def test_probe_in_a_real_venv_without_torch(tmp_path):
+    venv = make_venv(tmp_path / "venv")
+    errors: List[str] = []
+    stack = gf.collect_python_stack(gf.Host(root="/", timeout=60), str(venv), errors)
+    assert errors == []
+    assert stack["python"] == {"version": "%d.%d.%d" % sys.version_info[:3], "executable": str(venv / "bin/python")}
+    assert stack["torch"] == {"version": None, "cuda": None, "cudnn": None, "nccl": None,
+                              "error": "ModuleNotFoundError: No module named 'torch'"}
+    assert stack["deepspeed"] == {"version": None, "error": "ModuleNotFoundError: No module named 'deepspeed'"}
+    assert stack["apex"] == {"present": False, "cuda_ext": False, "error": "ModuleNotFoundError: No module named 'apex'"}
+
+
+def test_probe_keeps_stdout_clean_and_tells_pypi_apex_from_nvidia_apex(tmp_path):
+    # Stand-ins for two behaviours of real packages that this machine cannot install: DeepSpeed
+    # prints while importing, and PyPI's 'apex' (a Pyramid toolkit, FACTS.md F) has no
+    # apex.normalization. Both are plain Python packages, not NVIDIA tools.
+    venv = make_venv(tmp_path / "venv")
+    site = site_packages(venv)
+    (site / "deepspeed").mkdir()
+    (site / "deepspeed" / "__init__.py").write_text(
+        "import os\nprint('[INFO] Setting ds_accelerator to cuda (auto detect)')\n"
+        "os.write(1, b'C-level noise\\n')\n__version__ = '0.9.2'\n")
+    (site / "apex").mkdir()
+    (site / "apex" / "__init__.py").write_text("")
+    errors: List[str] = []
+    stack = gf.collect_python_stack(gf.Host(root="/", timeout=60), str(venv), errors)
+    assert errors == []
+    assert stack["deepspeed"] == {"version": "0.9.2", "error": None}
+    assert stack["apex"]["present"] is False
+    assert "is not NVIDIA apex" in stack["apex"]["error"]
+
+
+def test_probe_script_is_python36_syntax():
+    compile(gf.PROBE_SCRIPT, "<probe>", "exec")
+    assert "f\"" not in gf.PROBE_SCRIPT and "f'" not in gf.PROBE_SCRIPT
+
+
+# --------------------------------------------------------------------------- whole collect()
+def test_empty_root_gives_empty_facts_and_no_exception(tmp_path):
+    facts = gf.collect(host_for(tmp_path), venv="/opt/venv", megatron_dir="/opt/mds", disk_paths=["/data"],
+                       ssh_user="train")
+    assert facts["driver"] == {"version": None, "kernel_module": None, "source": None}
+    assert facts["gpus"] == {"count": 0, "model": None, "models": [], "memory_mib": None, "uuids": [], "list": []}
+    assert facts["cuda"] == {"version": None, "source": None, "home": None, "nvcc_version": None, "installed": []}
+    assert facts["cudnn"] == {"version": None, "source": None}
+    assert facts["nccl"] == {"version": None, "source": None, "library": None}
+    assert facts["torch"]["version"] is None and facts["deepspeed"]["version"] is None
+    assert facts["megatron_deepspeed"] == {"path": "/opt/mds", "commit": None, "present": False}
+    assert facts["apex"]["present"] is False
+    assert facts["infiniband"] == {"hcas": [], "peermem_loaded": False}
+    assert facts["nvswitch"] == {"present": False, "count": 0}
+    assert facts["fabric_manager"] == {"installed": False, "version": None, "active": None}
+    assert facts["clock"] == {"synchronized": None, "offset_ms": None, "source": None}
+    assert facts["disk"]["/data"]["exists"] is False
+    assert facts["os"] == {"id": None, "version_id": None}
+    assert facts["venv"] == "/opt/venv"
+    # what could not be checked is said, once per component
+    assert [e.split(":")[0] for e in facts["errors"]] == ["python", "memlock"]
+
+
+def test_a_collector_bug_costs_one_section_not_the_call(tmp_path, monkeypatch):
+    def broken(host):
+        raise RuntimeError("sysfs changed under us")
+    monkeypatch.setattr(gf, "collect_infiniband", broken)
+    facts = gf.collect(host_for(tmp_path))
+    assert facts["infiniband"] == {"hcas": [], "peermem_loaded": False}
+    assert facts["errors"] == ["infiniband: RuntimeError: sysfs changed under us"]
+
+
+def test_every_version_is_a_string(tmp_path):
+    root, runner = h200_root(tmp_path)
+    facts = gf.collect(host_for(root, runner))
+
+    def walk(node, key=""):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                yield from walk(v, k)
+        elif isinstance(node, list):
+            for v in node:
+                yield from walk(v, key)
+        else:
+            yield key, node
+    versions = [(k, v) for k, v in walk(facts) if "version" in k and v is not None]
+    assert versions and all(isinstance(v, str) for _k, v in versions)
