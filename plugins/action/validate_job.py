@@ -1,0 +1,265 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, megatron_ds.cluster developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Controller-side job validation: a thin adapter around module_utils/_jobspec.py.
+
+It reads files on the controller only (train.sh, ds_config.json, hostfile) and touches no
+host. Documentation lives in plugins/modules/validate_job.py.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, List, Optional, Tuple
+
+from ansible.errors import AnsibleActionFail, AnsibleError
+from ansible.module_utils.common.text.converters import to_text
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _jobspec, _stack_profiles
+
+NODE_GROUP = "megatron_nodes"
+
+ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = {
+    "spec": {"type": "dict"},
+    "script": {"type": "path"},
+    "ds_config_file": {"type": "path"},
+    "hostfile": {"type": "path"},
+    "nodes": {"type": "int"},
+    "gpus_per_node": {"type": "int"},
+    "gpu_memory_mib": {"type": "int"},
+    "resume_tp": {"type": "int"},
+    "resume_pp": {"type": "int"},
+    "resume_no_pipeline_parallel": {"type": "bool"},
+    "deepspeed_version": {"type": "str"},
+    "stack_profile": {"type": "str"},
+    "fail_on_error": {"type": "bool", "default": True},
+}
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _supports_check_mode = True
+    _supports_async = False
+
+    def run(self, tmp: Optional[str] = None, task_vars: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        del tmp  # no remote temp files: this action never touches a host
+
+        validation, args = self.validate_argument_spec(
+            argument_spec=ARGUMENT_SPEC,
+            required_together=[("resume_tp", "resume_pp")],
+        )
+        del validation
+
+        profile_name = args["stack_profile"] or self._var(task_vars, "megatron_stack_profile")
+        deepspeed_version = args["deepspeed_version"] or self._profile_deepspeed(profile_name)
+        try:
+            era = _jobspec.era_for_deepspeed(deepspeed_version)
+        except ValueError as exc:
+            raise AnsibleActionFail(
+                "deepspeed_version: found %r, expected a version such as 0.9.2 or 0.19.6 (%s)"
+                % (deepspeed_version, exc)
+            )
+
+        notes: List[str] = []
+        script = None
+        ds_config: Optional[Dict[str, Any]] = None
+        ds_config_file = args["ds_config_file"]
+        hostfile = args["hostfile"]
+        spec_vars: Dict[str, Any] = {}
+
+        if args["script"]:
+            script_path = self._resolve(args["script"], "script")
+            script = _jobspec.parse_train_script(self._read(script_path, "script"), era=era)
+            spec = script["spec"]
+            base = os.path.dirname(script_path)
+            if not ds_config_file and script.get("deepspeed_config"):
+                candidate = os.path.join(base, script["deepspeed_config"])
+                if os.path.isfile(candidate):
+                    ds_config_file = candidate
+                    notes.append("ds_config from the script's --deepspeed_config: %s" % candidate)
+            launcher_hostfile = (script.get("launcher") or {}).get("hostfile")
+            if not hostfile and launcher_hostfile:
+                candidate = os.path.join(base, launcher_hostfile)
+                if os.path.isfile(candidate):
+                    hostfile = candidate
+                    notes.append("hostfile from the script's --hostfile: %s" % candidate)
+        else:
+            spec_vars = args["spec"] if args["spec"] is not None else self._spec_vars(task_vars)
+            if profile_name and not any(k in spec_vars for k in ("stack_profile", _jobspec.PREFIX + "stack_profile")):
+                spec_vars = dict(spec_vars, stack_profile=profile_name)
+            try:
+                spec = _jobspec.normalize(spec_vars)
+            except _jobspec.JobSpecError as exc:
+                raise AnsibleActionFail("Job spec invalid: %s" % exc)
+
+        if ds_config_file:
+            path = self._resolve(ds_config_file, "ds_config_file")
+            try:
+                ds_config, duplicates = _jobspec.load_ds_config(self._read(path, "ds_config_file"))
+            except _jobspec.DsConfigError as exc:
+                raise AnsibleActionFail("ds_config_file %s: %s; fix the JSON" % (path, exc))
+            if duplicates:
+                notes.append(
+                    "ds_config %s repeats %s: Megatron-DeepSpeed keeps the last value"
+                    % (path, ", ".join(sorted(set(duplicates))))
+                )
+            ds_config_file = path
+
+        hosts = None
+        if hostfile:
+            path = self._resolve(hostfile, "hostfile")
+            try:
+                hosts = _jobspec.parse_hostfile(self._read(path, "hostfile"))
+            except _jobspec.HostfileError as exc:
+                raise AnsibleActionFail("hostfile %s: DeepSpeed would refuse it: %s" % (path, exc))
+            hostfile = path
+
+        nodes, nodes_from = self._nodes(args, hosts, task_vars, script)
+        fact_gpus, fact_memory = self._gpu_facts(task_vars)
+        if args["gpu_memory_mib"] is None and fact_memory:
+            notes.append("GPU memory from gpu_stack_facts: %s MiB (the smallest GPU)" % fact_memory)
+        if args["gpus_per_node"] is None and not hosts and fact_gpus:
+            notes.append("GPUs per node from gpu_stack_facts: %s (the smallest node)" % fact_gpus)
+        cluster = {
+            "nodes": nodes,
+            "gpus_per_node": args["gpus_per_node"] or (None if hosts else fact_gpus),
+            "gpu_memory_mib": args["gpu_memory_mib"] or fact_memory,
+            "hosts": dict(hosts) if hosts else None,
+        }
+        resume = None
+        if args["resume_tp"] is not None:
+            resume = {"tp": args["resume_tp"], "pp": args["resume_pp"]}
+            if args["resume_no_pipeline_parallel"] is not None:
+                resume["no_pipeline_parallel"] = args["resume_no_pipeline_parallel"]
+
+        findings = _jobspec.validate(spec, ds_config, cluster, resume, deepspeed_version, script=script)
+        for key in _jobspec.unknown_keys(spec_vars):
+            findings.insert(0, _jobspec._finding(
+                "%s is a job spec variable" % key, "warn", "spec", key, "a megatron_job_* variable of the megatron_job role",
+                "not a job spec variable, so it has no effect; check the spelling against "
+                "roles/megatron_job/defaults/main.yml",
+            ))
+        table = _jobspec.format_findings(findings)
+        failures = _jobspec.failed(findings)
+
+        gpus = cluster["gpus_per_node"] or (min(hosts.values()) if hosts else None) or spec.get("gpus_per_node")
+        result.update(
+            changed=False,
+            findings=findings,
+            table=table,
+            failed_checks=len(failures),
+            spec=spec,
+            derived=_jobspec.derive(spec, nodes, gpus) if nodes and gpus else {},
+            source={
+                "spec": "script %s" % args["script"] if script else "inventory variables" if args["spec"] is None else "spec argument",
+                "ds_config_file": ds_config_file,
+                "hostfile": hostfile,
+                "nodes": nodes_from,
+                "deepspeed_version": deepspeed_version,
+                "megatron_deepspeed_era": era,
+                "notes": notes,
+            },
+        )
+        if failures and args["fail_on_error"]:
+            lines = [
+                "- [%s] %s: found %s, expected %s. Fix: %s"
+                % (f["component"], f["check"], f["found"], f["expected"], f["fix"] or "see the table")
+                for f in failures
+            ]
+            # The message carries the table; the result keeps only the machine-readable part.
+            raise AnsibleActionFail(
+                "Job validation failed: %d check(s) would stop Megatron-DeepSpeed or DeepSpeed, or "
+                "break the plan:\n%s\n\nEvery check:\n%s" % (len(failures), "\n".join(lines), table),
+                result={key: result[key] for key in ("changed", "findings", "failed_checks", "source")},
+            )
+        result["msg"] = "Job validation passed (%d warning(s))" % len([f for f in findings if f["status"] == "warn"])
+        return result
+
+    # ------------------------------------------------------------------ helpers
+
+    def _var(self, task_vars: Dict[str, Any], name: str) -> Any:
+        if name not in task_vars:
+            return None
+        return self._templar.template(task_vars[name])
+
+    def _spec_vars(self, task_vars: Dict[str, Any]) -> Dict[str, Any]:
+        """Every megatron_job_* variable visible to the task, templated."""
+        spec_vars: Dict[str, Any] = {}
+        for name, value in task_vars.items():
+            if not name.startswith(_jobspec.PREFIX):
+                continue
+            try:
+                spec_vars[name] = self._templar.template(value)
+            except AnsibleError as exc:
+                raise AnsibleActionFail(
+                    "Job spec variable %s cannot be templated: %s; fix its value in the inventory" % (name, exc)
+                )
+        return spec_vars
+
+    @staticmethod
+    def _profile_deepspeed(name: Optional[str]) -> Optional[str]:
+        """The DeepSpeed version the stack profile pins (deepspeed==X in its pip field)."""
+        try:
+            profile = _stack_profiles.get(name)
+        except _stack_profiles.UnknownProfileError as exc:
+            raise AnsibleActionFail(str(exc.args[0]))
+        pip = (profile.get("deepspeed") or {}).get("pip") or ""
+        return pip.partition("==")[2] or None
+
+    def _resolve(self, path: str, option: str) -> str:
+        """A controller path: absolute, relative to the current directory, or relative to the
+        playbook directory, in that order."""
+        candidates = [path]
+        if not os.path.isabs(path):
+            candidates.append(self._loader.path_dwim(path))
+        for candidate in candidates:
+            if os.path.isfile(candidate):
+                return os.path.abspath(candidate)
+        raise AnsibleActionFail(
+            "%s: %s not found on the controller (looked in %s); give an existing path"
+            % (option, path, ", ".join(os.path.abspath(c) for c in candidates))
+        )
+
+    @staticmethod
+    def _read(path: str, option: str) -> str:
+        try:
+            with open(path, "rb") as handle:
+                return to_text(handle.read(), errors="surrogate_or_strict")
+        except (IOError, OSError, UnicodeError) as exc:
+            raise AnsibleActionFail("%s: cannot read %s: %s" % (option, path, exc))
+
+    @staticmethod
+    def _gpu_facts(task_vars: Dict[str, Any]) -> Tuple[Optional[int], Optional[int]]:
+        """(smallest GPU count, smallest GPU memory in MiB) over the megatron_nodes whose
+        gpu_stack_facts are known (gathered in this run or cached); (None, None) otherwise."""
+        counts: List[int] = []
+        memories: List[int] = []
+        hostvars = task_vars.get("hostvars") or {}
+        for host in (task_vars.get("groups") or {}).get(NODE_GROUP) or []:
+            try:
+                facts = hostvars[host].get("gpu_stack_facts") or (hostvars[host].get("ansible_facts") or {}).get("gpu_stack_facts")
+                gpus = (facts or {}).get("gpus") or {}
+            except (KeyError, AttributeError, TypeError):
+                continue
+            if isinstance(gpus.get("count"), int) and gpus["count"] > 0:
+                counts.append(gpus["count"])
+            if isinstance(gpus.get("memory_mib"), int):
+                memories.append(gpus["memory_mib"])
+        return (min(counts) if counts else None), (min(memories) if memories else None)
+
+    @staticmethod
+    def _nodes(args: Dict[str, Any], hosts: Any, task_vars: Dict[str, Any],
+               script: Optional[Dict[str, Any]]) -> Tuple[Optional[int], str]:
+        if args["nodes"] is not None:
+            return args["nodes"], "nodes argument"
+        if hosts:
+            return len(hosts), "hostfile"
+        group = (task_vars.get("groups") or {}).get(NODE_GROUP) or []
+        if group:
+            return len(group), "inventory group %s" % NODE_GROUP
+        launcher = (script or {}).get("launcher") or {}
+        if launcher.get("num_nodes"):
+            return launcher["num_nodes"], "the script's --num_nodes"
+        return None, "unknown"

@@ -1,0 +1,267 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, megatron_ds.cluster developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Unit tests for the validate_job action plugin (plugins/action/validate_job.py), and one run of
+playbooks/validate.yml through ansible-playbook on the guide's fixtures."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from typing import Any, Dict, Optional
+from unittest.mock import MagicMock
+
+import pytest
+from ansible.errors import AnsibleActionFail, AnsibleError
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar
+
+from ansible_collections.megatron_ds.cluster.plugins.action import validate_job as validate_job_action
+from ansible_collections.megatron_ds.cluster.plugins.action.validate_job import ActionModule
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+GUIDE = os.path.join(ROOT, "tests", "fixtures", "guide")
+NODES = ["gpu%02d" % i for i in range(1, 9)]
+
+
+def make_action(args: Dict[str, Any], check_mode: bool = False) -> ActionModule:
+    task = MagicMock()
+    task.args = args
+    task.async_val = 0
+    task.check_mode = check_mode
+    task.action = "megatron_ds.cluster.validate_job"
+    connection = MagicMock()
+    connection._shell.tmpdir = "/tmp/unused"
+    loader = DataLoader()
+    loader.set_basedir(os.path.join(ROOT, "playbooks"))
+    return ActionModule(task, connection, MagicMock(), loader=loader, templar=Templar(loader=loader),
+                        shared_loader_obj=None)
+
+
+def run_action(args: Dict[str, Any], task_vars: Optional[Dict[str, Any]] = None, **kwargs: Any) -> Dict[str, Any]:
+    return make_action(args, **kwargs).run(task_vars=task_vars if task_vars is not None else {})
+
+
+def inventory_vars(**spec: Any) -> Dict[str, Any]:
+    task_vars: Dict[str, Any] = {"groups": {"all": NODES, "megatron_nodes": NODES}}
+    task_vars.update({"megatron_job_" + key: value for key, value in spec.items()})
+    return task_vars
+
+
+def checks(result: Dict[str, Any], status: str) -> list:
+    return [f["check"] for f in result["findings"] if f["status"] == status]
+
+
+# ---------------------------------------------------------------------------------------
+# The inventory's spec
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_inventory_spec_passes(check_mode):
+    result = run_action({"gpu_memory_mib": 81920, "deepspeed_version": "0.19.6"}, inventory_vars(), check_mode=check_mode)
+    assert not result.get("failed")
+    assert result["changed"] is False and result["failed_checks"] == 0
+    assert result["msg"] == "Job validation passed (0 warning(s))"
+    assert result["source"]["nodes"] == "inventory group megatron_nodes"
+    assert result["source"]["megatron_deepspeed_era"] == "head"
+    assert result["derived"]["world_size"] == 64 and result["derived"]["gradient_accumulation_steps"] == 64
+    assert result["table"].splitlines()[0].split()[0] == "STATUS"
+
+
+def test_inventory_values_reach_the_checks():
+    task_vars = inventory_vars(tensor_parallel="4", pipeline_parallel=2, no_pipeline_parallel=False,
+                               zero_stage=3, micro_batch_size=2, global_batch_size=256)
+    with pytest.raises(AnsibleActionFail) as raised:
+        run_action({"deepspeed_version": "0.19.6"}, task_vars)
+    message = str(raised.value)
+    assert "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism" in message
+    assert raised.value.result["failed_checks"] == 1
+    assert raised.value.result["source"]["spec"] == "inventory variables"
+
+
+def test_profile_picks_the_deepspeed_version():
+    result = run_action({"gpu_memory_mib": 81920}, dict(inventory_vars(), megatron_stack_profile="cu117"))
+    assert result["source"]["deepspeed_version"] == "0.9.2"
+    assert result["source"]["megatron_deepspeed_era"] == "before_rebase"
+    assert checks(result, "warn") == ["--exit-signal-handler available"]
+    assert result["spec"]["stack_profile"] == "cu117"
+    result = run_action({"gpu_memory_mib": 81920, "stack_profile": "cu130"}, inventory_vars())
+    assert result["source"]["deepspeed_version"] == "0.19.6"
+
+
+def test_unknown_profile_fails():
+    with pytest.raises(AnsibleActionFail, match="unknown stack profile 'cu999'"):
+        run_action({}, dict(inventory_vars(), megatron_stack_profile="cu999"))
+
+
+def test_spec_typo_is_reported():
+    result = run_action({"gpu_memory_mib": 81920, "deepspeed_version": "0.19.6"}, inventory_vars(micro_batch=4))
+    finding = result["findings"][0]
+    assert finding["check"] == "megatron_job_micro_batch is a job spec variable"
+    assert finding["status"] == "warn"
+
+
+def test_bad_spec_value_names_the_variable():
+    with pytest.raises(AnsibleActionFail, match="Job spec invalid: megatron_job_tensor_parallel: found 'eight'"):
+        run_action({}, inventory_vars(tensor_parallel="eight"))
+
+
+def test_spec_argument_overrides_inventory():
+    result = run_action({"spec": {"tensor_parallel": 4}, "nodes": 2, "gpus_per_node": 8, "gpu_memory_mib": 81920,
+                         "deepspeed_version": "0.19.6"}, inventory_vars(tensor_parallel=8))
+    assert result["spec"]["tensor_parallel"] == 4
+    assert result["derived"]["world_size"] == 16 and result["derived"]["data_parallel_size"] == 4
+    assert result["source"]["nodes"] == "nodes argument"
+
+
+def test_gpu_facts_give_memory_and_gpu_count():
+    task_vars = inventory_vars(gpus_per_node=8)
+    task_vars["hostvars"] = {
+        node: {"gpu_stack_facts": {"gpus": {"count": 8, "memory_mib": 81920 if node != "gpu03" else 40960}}}
+        for node in NODES
+    }
+    result = run_action({"deepspeed_version": "0.19.6"}, task_vars)
+    memory = [f for f in result["findings"] if f["check"] == "memory per GPU"][0]
+    assert memory["status"] == "pass" and "of 40.0 GiB" in memory["expected"]
+    assert "GPU memory from gpu_stack_facts: 40960 MiB (the smallest GPU)" in result["source"]["notes"]
+    task_vars["hostvars"]["gpu05"]["gpu_stack_facts"]["gpus"]["count"] = 4
+    with pytest.raises(AnsibleActionFail, match="ranks per node <= GPUs per node"):
+        run_action({"deepspeed_version": "0.19.6"}, task_vars)
+
+
+def test_no_nodes_anywhere():
+    with pytest.raises(AnsibleActionFail, match="cluster shape known"):
+        run_action({"deepspeed_version": "0.19.6"}, {})
+
+
+def test_fail_on_error_false_returns_the_findings():
+    result = run_action({"fail_on_error": False, "deepspeed_version": "0.19.6"}, inventory_vars(seq_length=4096))
+    assert not result.get("failed")
+    assert result["failed_checks"] == 1
+    assert checks(result, "fail") == ["max-position-embeddings >= seq-length"]
+
+
+def test_resume_arguments():
+    with pytest.raises(AnsibleActionFail, match="ds_to_universal"):
+        run_action({"resume_tp": 4, "resume_pp": 1, "deepspeed_version": "0.19.6"}, inventory_vars())
+    with pytest.raises(AnsibleActionFail, match="resume_pp"):
+        run_action({"resume_tp": 4}, inventory_vars())
+
+
+# ---------------------------------------------------------------------------------------
+# An existing job: train.sh, ds_config.json, hostfile
+# ---------------------------------------------------------------------------------------
+
+
+def test_guide_job_is_rejected_listing_every_failure():
+    args = {"script": os.path.join(GUIDE, "train.sh"), "ds_config_file": os.path.join(GUIDE, "ds_config.json"),
+            "gpu_memory_mib": 81920}
+    with pytest.raises(AnsibleActionFail) as raised:
+        run_action(args, {})
+    message = str(raised.value)
+    assert message.startswith("Job validation failed: 8 check(s)")
+    for words in ("--batch-size argument is no longer valid, use --micro-batch-size instead",
+                  "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism",
+                  "ds_config 256, global batch 8",
+                  "--zero-stage not given (Megatron default 1), ds_config stage 3",
+                  "ZeRO-Offload with a client provided optimizer",
+                  "asserts args.micro_batch_size is not None",
+                  "ds_config activation_checkpointing.partition_activations"):
+        assert words in message
+    assert "Every check:" in message and "8 fail, 3 warn" in message
+    result = raised.value.result
+    assert result["failed_checks"] == 8 and len(result["findings"]) > 8
+    assert result["source"]["nodes"] == "the script's --num_nodes"
+    assert result["source"]["deepspeed_version"] == "0.9.2"
+
+
+def test_corrected_job_passes_and_finds_its_files():
+    result = run_action({"script": os.path.join(GUIDE, "train.corrected.sh"), "gpu_memory_mib": 81920}, {})
+    assert not result.get("failed") and result["failed_checks"] == 0
+    assert result["source"]["ds_config_file"] == os.path.join(GUIDE, "ds_config.corrected.json")
+    assert result["source"]["hostfile"] == os.path.join(GUIDE, "hostfile")
+    assert result["source"]["nodes"] == "hostfile"
+    assert len(result["source"]["notes"]) == 2
+    assert checks(result, "warn") == []
+
+
+def test_relative_paths_resolve_against_the_playbook_dir():
+    result = run_action({"script": "../tests/fixtures/guide/train.corrected.sh", "gpu_memory_mib": 81920}, {})
+    assert result["failed_checks"] == 0
+
+
+@pytest.mark.parametrize("args,message", [
+    ({"script": "/nonexistent/train.sh"}, "script: /nonexistent/train.sh not found on the controller"),
+    ({"script": os.path.join(GUIDE, "train.sh"), "ds_config_file": os.path.join(GUIDE, "train.sh")},
+     "ds_config is not valid JSON"),
+    ({"script": os.path.join(GUIDE, "train.sh"), "hostfile": os.path.join(GUIDE, "ds_config.json")},
+     "DeepSpeed would refuse it: Hostfile contains a bad entry"),
+    ({"deepspeed_version": "latest"}, "deepspeed_version: found 'latest'"),
+    ({"nodes": "many"}, "nodes"),
+])
+def test_bad_inputs(args, message):
+    with pytest.raises(AnsibleActionFail, match=message):
+        run_action(args, inventory_vars())
+
+
+def test_duplicate_json_keys_are_noted(tmp_path):
+    config = tmp_path / "ds.json"
+    config.write_text('{"train_batch_size": 512, "train_batch_size": 512, "train_micro_batch_size_per_gpu": 1,'
+                      ' "bf16": {"enabled": true},'
+                      ' "zero_optimization": {"stage": 1}}')
+    result = run_action({"ds_config_file": str(config), "deepspeed_version": "0.19.6", "gpu_memory_mib": 81920},
+                        inventory_vars())
+    assert "repeats train_batch_size" in result["source"]["notes"][0]
+
+
+# ---------------------------------------------------------------------------------------
+# playbooks/validate.yml, end to end
+# ---------------------------------------------------------------------------------------
+
+
+def _collections_path() -> str:
+    """The directory holding ansible_collections/megatron_ds/cluster, as this test imported it
+    (the repo's .collections link, or ansible-test's temporary tree)."""
+    path = os.path.abspath(validate_job_action.__file__)
+    for _level in range(6):
+        path = os.path.dirname(path)
+    return path
+
+
+def _playbook(*extra: str) -> subprocess.CompletedProcess:
+    binary = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+    if not os.path.exists(binary):
+        binary = shutil.which("ansible-playbook") or ""
+    if not binary:
+        pytest.skip("ansible-playbook is not installed next to this Python")
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_COLLECTIONS_PATH=_collections_path())
+    command = [binary, "playbooks/validate.yml", "-i", "localhost,"] + list(extra)
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_playbook_rejects_the_guide():
+    proc = _playbook("-e", "megatron_job_script=tests/fixtures/guide/train.sh",
+                     "-e", "megatron_job_ds_config_file=tests/fixtures/guide/ds_config.json")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    output = proc.stdout + proc.stderr
+    assert "Job validation failed: 8 check(s)" in output
+    assert "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism" in output
+
+
+def test_playbook_passes_the_corrected_guide():
+    proc = _playbook("-e", "megatron_job_script=tests/fixtures/guide/train.corrected.sh",
+                     "-e", "validate_gpu_memory_mib=81920")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0 fail, 0 warn, 17 pass" in proc.stdout
+
+
+def test_untemplatable_spec_variable_names_it():
+    task_vars = inventory_vars()
+    action = make_action({"deepspeed_version": "0.19.6"})
+    action._templar = MagicMock()
+    action._templar.template.side_effect = AnsibleError("'undefined_thing' is undefined")
+    with pytest.raises(AnsibleActionFail, match="Job spec variable megatron_job_.* cannot be templated"):
+        action.run(task_vars=dict(task_vars, megatron_job_name="{{ undefined_thing }}"))
