@@ -58,6 +58,7 @@ DEFAULTS: Dict[str, Any] = {
     "log_file": "{log_dir}/train.log",
     "cuda_home": "/usr/local/cuda",
     "nccl_env_file": "/etc/megatron/nccl.env",
+    "nccl_env_dir": "/etc/megatron/nccl.d",
     "load": True,
     # Stack and ownership. The YAML default is megatron_stack_profile | default('cu117').
     "stack_profile": "cu117",

@@ -1,0 +1,396 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, megatron_ds.cluster developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""megatron_ds.cluster burn-in: a small GPT trained through deepspeed.initialize.
+
+It runs under the DeepSpeed launcher with the job's own hostfile, launcher, .deepspeed_env and
+rendered ds_config.json, so a burn-in exercises the same path as pretrain_gpt.py without needing
+Megatron-DeepSpeed, a tokenizer or a dataset:
+
+    deepspeed --hostfile <workdir>/hostfile ... burnin_gpt.py --ds-config <workdir>/ds_config.json \
+        --layers 4 --hidden 256 --heads 4 --seq 256 --steps 50 --save <dir> --save-interval 20
+
+CPU ranks (DS_ACCELERATOR=cpu) talk over gloo; CUDA ranks over NCCL, in bf16 when the config
+enables it. Like pretrain_gpt.py, the optimizer is built here and handed to deepspeed.initialize
+(the rendered config has no "optimizer" block): torch AdamW, or DeepSpeedCPUAdam when the config
+offloads the optimizer to the CPU (DeepSpeed refuses another optimizer with ZeRO-Offload).
+
+Output: one line per step from rank 0 (`BURNIN step=...`), then one line per rank:
+`BURNIN_RESULT {json}`. Rank 0's line also carries the per-node table and `slow_nodes`.
+
+Throughput figures:
+* tokens/s per rank = micro x grad_acc x seq x timed steps / timed seconds (the first step of a
+  run is not timed: it includes allocation and any kernel compilation).
+* FLOPs per token (forward + backward) = 6 x P + 12 x L x h x s, where P counts the weights of
+  the matrix multiplications (attention and MLP projections and the LM head; embedding lookups
+  and LayerNorms excluded), L = layers, h = hidden, s = sequence length. 6P is 2 FLOPs per
+  weight per token forward and 4 backward; 12 L h s is the attention score and value products
+  (QK^T and AV, 2 x 2 x s x h per token per layer forward, x3 with backward), counted without
+  the causal saving, as Megatron and PaLM count them.
+* TFLOP/s per rank = FLOPs per token x tokens/s per rank / 1e12.
+
+Finding a slow node: data parallelism makes every rank wait for the slowest at each gradient
+reduction, so the end-to-end tokens/s is the same on every node. Each rank therefore also runs a
+short communication-free probe (forward + backward of the same model on its own device, before
+training) and rank 0 all-gathers the probe figures; a node whose mean probe tokens/s per rank is
+more than --slow-threshold (10%) below the median node is listed in `slow_nodes`.
+
+Checkpoints use DeepSpeed's layout (engine.save_checkpoint, tag global_step<N>); --load resumes
+from the `latest` tag and continues to --steps. SIGTERM (what the launcher sends on stop) makes
+every rank finish its step, save and exit 0, like Megatron's --exit-signal-handler.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal
+import socket
+import statistics
+import sys
+import time
+from typing import Any, Dict, List, Optional
+
+import torch
+import torch.distributed as torch_dist
+from torch import nn
+import torch.nn.functional as F
+
+import deepspeed
+from deepspeed.accelerator import get_accelerator
+
+RESULT_TAG = "BURNIN_RESULT"
+
+
+# ------------------------------------------------------------------------------------------------
+# Model
+# ------------------------------------------------------------------------------------------------
+class Block(nn.Module):
+    """Pre-LayerNorm transformer block: causal self-attention (SDPA) and a 4h GELU MLP."""
+
+    def __init__(self, hidden: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(hidden)
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.proj = nn.Linear(hidden, hidden)
+        self.ln2 = nn.LayerNorm(hidden)
+        self.fc1 = nn.Linear(hidden, 4 * hidden)
+        self.fc2 = nn.Linear(4 * hidden, hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, seq, hidden = x.shape
+        qkv = self.qkv(self.ln1(x)).view(batch, seq, 3, self.heads, hidden // self.heads)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4)  # each (batch, heads, seq, head_dim)
+        attn = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(attn.transpose(1, 2).reshape(batch, seq, hidden))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab: int, seq: int, layers: int, hidden: int, heads: int) -> None:
+        super().__init__()
+        self.tok = nn.Embedding(vocab, hidden)
+        self.pos = nn.Embedding(seq, hidden)
+        self.blocks = nn.ModuleList(Block(hidden, heads) for layer in range(layers))
+        self.ln_f = nn.LayerNorm(hidden)
+        self.head = nn.Linear(hidden, vocab, bias=False)
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, std=0.02)
+                if getattr(module, "bias", None) is not None:
+                    nn.init.zeros_(module.bias)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Mean next-token cross-entropy of ``tokens`` (batch, seq)."""
+        positions = torch.arange(tokens.shape[1], device=tokens.device)
+        x = self.tok(tokens) + self.pos(positions)
+        for block in self.blocks:
+            x = block(x)
+        logits = self.head(self.ln_f(x))
+        return F.cross_entropy(
+            logits[:, :-1].reshape(-1, logits.shape[-1]).float(), tokens[:, 1:].reshape(-1)
+        )
+
+
+def matmul_params(model: nn.Module) -> int:
+    return sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
+
+
+def flops_per_token(params: int, layers: int, hidden: int, seq: int) -> float:
+    return 6.0 * params + 12.0 * layers * hidden * seq
+
+
+# ------------------------------------------------------------------------------------------------
+# Helpers
+# ------------------------------------------------------------------------------------------------
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0], allow_abbrev=False)
+    parser.add_argument("--ds-config", required=True, help="the rendered ds_config.json")
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--seq", type=int, default=256)
+    parser.add_argument("--vocab", type=int, default=4096)
+    parser.add_argument("--steps", type=int, default=50, help="total optimizer steps (a resumed run continues to it)")
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--save", default=None, help="checkpoint directory (DeepSpeed layout)")
+    parser.add_argument("--save-interval", type=int, default=0, help="save every N steps; 0 saves only at the end")
+    parser.add_argument("--load", default=None, help="resume from this checkpoint directory's `latest` tag")
+    parser.add_argument("--pool", type=int, default=64, help="synthetic sequences per rank, cycled so the loss can fall")
+    parser.add_argument("--probe-steps", type=int, default=3, help="communication-free forward+backward steps per rank")
+    parser.add_argument("--slow-threshold", type=float, default=0.10, help="flag nodes this fraction below the median")
+    parser.add_argument("--seed", type=int, default=1234)
+    # The DeepSpeed launcher passes --local_rank=N unless --no_local_rank; LOCAL_RANK is set too.
+    parser.add_argument("--local_rank", "--local-rank", type=int, default=None)
+    args = parser.parse_args(argv)
+    if args.hidden % args.heads:
+        parser.error("--hidden %d is not divisible by --heads %d" % (args.hidden, args.heads))
+    return args
+
+
+def load_config(path: str, world: int) -> Dict[str, Any]:
+    """The rendered config, with train_batch_size re-derived for this job's data parallelism.
+
+    The burn-in model is pure data parallel (DP = world), while the Megatron job's config was
+    written for DP = world / (TP x PP); micro batch and gradient accumulation are kept.
+    """
+    with open(path, "r", encoding="utf-8") as handle:
+        config = json.load(handle)
+    micro = int(config.get("train_micro_batch_size_per_gpu", 1))
+    grad_acc = int(config.get("gradient_accumulation_steps", 1))
+    config["train_micro_batch_size_per_gpu"] = micro
+    config["gradient_accumulation_steps"] = grad_acc
+    config["train_batch_size"] = micro * grad_acc * world
+    return config
+
+
+def make_optimizer(model: nn.Module, config: Dict[str, Any], lr: float) -> torch.optim.Optimizer:
+    offload = (config.get("zero_optimization") or {}).get("offload_optimizer") or {}
+    if offload.get("device") == "cpu":
+        from deepspeed.ops.adam import DeepSpeedCPUAdam
+
+        return DeepSpeedCPUAdam(model.parameters(), lr=lr, weight_decay=0.01)
+    return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+
+
+def synthetic_pool(args: argparse.Namespace, rank: int, device: torch.device) -> torch.Tensor:
+    """Random token sequences, different per rank, fixed per seed: learnable by memorising."""
+    generator = torch.Generator().manual_seed(args.seed * 1000 + rank)
+    return torch.randint(0, args.vocab, (args.pool, args.seq), generator=generator).to(device)
+
+
+def synchronize() -> None:
+    get_accelerator().synchronize()
+
+
+def probe(args: argparse.Namespace, device: torch.device, dtype: torch.dtype, micro: int) -> float:
+    """Tokens/s of forward+backward on this rank alone (no collective), for slow-node detection."""
+    model = GPT(args.vocab, args.seq, args.layers, args.hidden, args.heads).to(device=device, dtype=dtype)
+    tokens = torch.randint(0, args.vocab, (micro, args.seq), device=device)
+    model(tokens).backward()  # warm-up, not timed
+    synchronize()
+    start = time.perf_counter()
+    for probe_step in range(args.probe_steps):  # pylint: disable=unused-variable
+        model.zero_grad(set_to_none=True)
+        model(tokens).backward()
+    synchronize()
+    elapsed = time.perf_counter() - start
+    del model
+    return micro * args.seq * args.probe_steps / max(elapsed, 1e-9)
+
+
+def node_table(gathered: List[Dict[str, Any]], threshold: float) -> Dict[str, Any]:
+    """Per-node mean probe tokens/s per rank, the median node, and nodes below it by > threshold."""
+    per_node: Dict[str, List[float]] = {}
+    for item in gathered:
+        per_node.setdefault(item["hostname"], []).append(item["probe_tokens_per_s"])
+    nodes = {
+        host: {"ranks": len(values), "probe_tokens_per_s_per_rank": statistics.mean(values)}
+        for host, values in sorted(per_node.items())
+    }
+    median = statistics.median(n["probe_tokens_per_s_per_rank"] for n in nodes.values())
+    slow = []
+    for host, node in nodes.items():
+        deficit = 1.0 - node["probe_tokens_per_s_per_rank"] / median if median > 0 else 0.0
+        node["below_median"] = round(deficit, 4)
+        if deficit > threshold:
+            slow.append(host)
+    return {"nodes": nodes, "median_probe_tokens_per_s_per_rank": median, "slow_nodes": slow}
+
+
+class StopFlag:
+    """SIGTERM handler: remember the signal; the training loop saves and exits at a step end."""
+
+    def __init__(self) -> None:
+        self.received = False
+        signal.signal(signal.SIGTERM, self._handle)
+
+    def _handle(self, signum: int, frame: Any) -> None:  # pylint: disable=unused-argument
+        self.received = True
+
+    def any_rank(self, device: torch.device) -> bool:
+        flag = torch.tensor([1.0 if self.received else 0.0], device=device)
+        torch_dist.all_reduce(flag, op=torch_dist.ReduceOp.MAX)
+        return bool(flag.item() > 0)
+
+
+def mean_across_ranks(value: float, device: torch.device) -> float:
+    tensor = torch.tensor([value], dtype=torch.float64 if device.type == "cpu" else torch.float32, device=device)
+    torch_dist.all_reduce(tensor)
+    return float(tensor.item()) / torch_dist.get_world_size()
+
+
+def save(engine: Any, directory: Optional[str], reason: str, rank: int) -> Optional[str]:
+    if not directory:
+        return None
+    engine.save_checkpoint(directory, client_state={"burnin_step": engine.global_steps})
+    tag = "global_step%d" % engine.global_steps
+    if rank == 0:
+        print("BURNIN checkpoint %s/%s (%s)" % (directory, tag, reason), flush=True)
+    return os.path.join(directory, tag)
+
+
+# ------------------------------------------------------------------------------------------------
+# Main
+# ------------------------------------------------------------------------------------------------
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parse_args(argv)
+    stop = StopFlag()
+    deepspeed.init_distributed()
+    rank = torch_dist.get_rank()
+    world = torch_dist.get_world_size()
+    local_rank = int(os.environ.get("LOCAL_RANK", args.local_rank or 0))
+    accelerator = get_accelerator()
+    if accelerator.device_name() == "cpu":
+        device = torch.device("cpu")
+        if "OMP_NUM_THREADS" not in os.environ:
+            # Every local rank would otherwise start one thread per core, and the ranks of a
+            # node then fight over the cores (measured: 10x slower with 2 ranks on 2 cores).
+            local_size = int(os.environ.get("LOCAL_SIZE", "1") or 1)
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(local_size, 1)))
+    else:
+        accelerator.set_device(local_rank)
+        device = torch.device(accelerator.device_name(local_rank))
+    hostname = socket.gethostname()
+
+    config = load_config(args.ds_config, world)
+    micro = config["train_micro_batch_size_per_gpu"]
+    grad_acc = config["gradient_accumulation_steps"]
+    bf16 = bool((config.get("bf16") or {}).get("enabled"))
+    fp16 = bool((config.get("fp16") or {}).get("enabled"))
+    dtype = torch.bfloat16 if bf16 else torch.float16 if fp16 else torch.float32
+
+    torch.manual_seed(args.seed)
+    torch_dist.barrier()  # every rank probes at the same time, as it will train
+    probe_tps = probe(args, device, dtype, micro)
+
+    model = GPT(args.vocab, args.seq, args.layers, args.hidden, args.heads)
+    params = matmul_params(model)
+    flops_tok = flops_per_token(params, args.layers, args.hidden, args.seq)
+    engine = deepspeed.initialize(
+        model=model, optimizer=make_optimizer(model, config, args.lr), config=config
+    )[0]
+    start_step = 0
+    if args.load:
+        load_path, client_state = engine.load_checkpoint(args.load)
+        if load_path is None:
+            if rank == 0:
+                print("BURNIN no checkpoint under %s: starting from step 0" % args.load, flush=True)
+        else:
+            start_step = int(engine.global_steps)
+            if rank == 0:
+                print(
+                    "BURNIN resumed from %s at step %d (client state %s)"
+                    % (load_path, start_step, (client_state or {}).get("burnin_step")),
+                    flush=True,
+                )
+    if rank == 0:
+        print(
+            "BURNIN start: world %d, micro %d x grad_acc %d x seq %d, %d layers, hidden %d, heads %d, "
+            "%d matmul params, %.3g FLOPs/token, dtype %s, steps %d..%d"
+            % (world, micro, grad_acc, args.seq, args.layers, args.hidden, args.heads, params,
+               flops_tok, str(dtype).replace("torch.", ""), start_step + 1, args.steps),
+            flush=True,
+        )
+
+    pool = synthetic_pool(args, rank, device)
+    tokens_per_step = micro * grad_acc * args.seq
+    initial_loss = final_loss = float("nan")
+    timed_steps, timed_seconds = 0, 0.0
+    checkpoint: Optional[str] = None
+    cursor = 0
+    stopped = False
+    step = start_step
+    while step < args.steps:
+        synchronize()
+        began = time.perf_counter()
+        losses = []
+        for micro_step in range(grad_acc):  # pylint: disable=unused-variable
+            index = torch.arange(cursor, cursor + micro) % args.pool
+            cursor += micro
+            loss = engine(pool[index])
+            engine.backward(loss)
+            engine.step()
+            losses.append(float(loss.detach().float().item()))
+        synchronize()
+        elapsed = time.perf_counter() - began
+        step = int(engine.global_steps)
+        if step > start_step + 1:  # the first step pays for allocation and compilation
+            timed_steps += 1
+            timed_seconds += elapsed
+        step_loss = mean_across_ranks(sum(losses) / len(losses), device)
+        if math.isnan(initial_loss):
+            initial_loss = step_loss
+        final_loss = step_loss
+        if rank == 0:
+            print(
+                "BURNIN step=%d loss=%.4f step_time=%.3fs tokens_per_s_per_rank=%.1f"
+                % (step, step_loss, elapsed, tokens_per_step / max(elapsed, 1e-9)),
+                flush=True,
+            )
+        if stop.any_rank(device):
+            checkpoint = save(engine, args.save, "SIGTERM", rank)
+            stopped = True
+            break
+        if args.save and args.save_interval and step % args.save_interval == 0 and step < args.steps:
+            checkpoint = save(engine, args.save, "interval", rank)
+    if not stopped and step > start_step:
+        checkpoint = save(engine, args.save, "end", rank)
+
+    tokens_per_s = tokens_per_step * timed_steps / timed_seconds if timed_seconds > 0 else float("nan")
+    result: Dict[str, Any] = {
+        "hostname": hostname,
+        "rank": rank,
+        "local_rank": local_rank,
+        "world": world,
+        "device": str(device),
+        "dtype": str(dtype).replace("torch.", ""),
+        "start_step": start_step,
+        "final_step": step,
+        "stopped_by_sigterm": stopped,
+        "timed_steps": timed_steps,
+        "tokens_per_s": round(tokens_per_s, 2) if not math.isnan(tokens_per_s) else None,
+        "tflops": round(flops_tok * tokens_per_s / 1e12, 4) if not math.isnan(tokens_per_s) else None,
+        "probe_tokens_per_s": round(probe_tps, 2),
+        "probe_tflops": round(flops_tok * probe_tps / 1e12, 4),
+        "flops_per_token": flops_tok,
+        "flops_formula": "6*P + 12*L*h*s (P = matmul weights)",
+        "initial_loss": None if math.isnan(initial_loss) else round(initial_loss, 5),
+        "final_loss": None if math.isnan(final_loss) else round(final_loss, 5),
+        "loss_ratio": None if math.isnan(initial_loss) else round(final_loss / initial_loss, 5),
+        "checkpoint": checkpoint,
+    }
+    gathered: List[Any] = [None] * world
+    torch_dist.all_gather_object(gathered, {"hostname": hostname, "probe_tokens_per_s": probe_tps})
+    if rank == 0:
+        result.update(node_table(gathered, args.slow_threshold))
+        result["slow_threshold"] = args.slow_threshold
+    print("%s %s" % (RESULT_TAG, json.dumps(result, sort_keys=True)), flush=True)
+    torch_dist.barrier()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
