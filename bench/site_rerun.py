@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""Benchmark: site.yml on the simulated cluster, cold and then re-run, for several cluster sizes.
+
+For each N (default 1, 3, 6) it starts N fresh nodes with scripts/sim-cluster (prefix
+bench<N>, its own Docker network), runs `ansible-playbook <playbook> -i <inventory for N>`
+twice, and prints the wall time of each run, the re-run/cold ratio and the number of changed
+tasks (summed over the PLAY RECAP). Then it shows how the re-run time grows with N, and tears
+the nodes down. A re-run should change nothing and cost a small fraction of the cold run; its
+growth with N shows what each extra node costs the controller.
+
+    bench/site_rerun.py [--nodes 1 3 6] [--playbook site.yml] [--keep]
+
+The generated inventory sits next to a link to inventories/sim/group_vars, so the runs use
+the simulated cluster's settings. Logs and a JSON summary go to bench/results/<timestamp>/.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Dict, List, Optional
+
+REPO = Path(__file__).resolve().parents[1]
+SIM_CLUSTER = REPO / "scripts" / "sim-cluster"
+RECAP = re.compile(
+    r"^(?P<host>\S+)\s*:\s*ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+unreachable=(?P<unreachable>\d+)"
+    r"\s+failed=(?P<failed>\d+)",
+    re.M,
+)
+
+
+@dataclass
+class Run:
+    seconds: float
+    returncode: int
+    changed: int
+    failed: int
+    unreachable: int
+    hosts: int
+    log: str
+
+
+@dataclass
+class SizeResult:
+    nodes: int
+    cold: Optional[Run] = None
+    rerun: Optional[Run] = None
+    error: str = ""
+    load_before: float = 0.0  # 1-minute load average when the size started: other work skews times
+
+    @property
+    def ratio(self) -> Optional[float]:
+        if self.cold and self.rerun and self.cold.seconds > 0:
+            return self.rerun.seconds / self.cold.seconds
+        return None
+
+
+def log(msg: str) -> None:
+    print(f"bench: {msg}", file=sys.stderr, flush=True)
+
+
+def parse_recap(output: str) -> Dict[str, int]:
+    """Sum the PLAY RECAP counters over hosts (the last recap line of each host wins)."""
+    per_host: Dict[str, Dict[str, int]] = {}
+    for m in RECAP.finditer(output):
+        per_host[m.group("host")] = {k: int(m.group(k)) for k in ("ok", "changed", "unreachable", "failed")}
+    totals = {k: sum(h[k] for h in per_host.values()) for k in ("ok", "changed", "unreachable", "failed")}
+    totals["hosts"] = len(per_host)
+    return totals
+
+
+def ansible_playbook() -> str:
+    local = Path(sys.executable).parent / "ansible-playbook"
+    return str(local) if local.exists() else "ansible-playbook"
+
+
+def run_playbook(playbook: Path, inventory: Path, log_file: Path) -> Run:
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
+    start = time.monotonic()
+    proc = subprocess.run(
+        [ansible_playbook(), "-i", str(inventory), str(playbook)],
+        cwd=REPO, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False,
+    )
+    seconds = time.monotonic() - start
+    log_file.write_text(proc.stdout)
+    recap = parse_recap(proc.stdout)
+    return Run(seconds=seconds, returncode=proc.returncode, changed=recap["changed"], failed=recap["failed"],
+               unreachable=recap["unreachable"], hosts=recap["hosts"], log=_shown(log_file))
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.relative_to(REPO))
+    except ValueError:
+        return str(path)
+
+
+def sim_cluster(*args: str) -> None:
+    subprocess.run([sys.executable, str(SIM_CLUSTER), *args], cwd=REPO, check=True)
+
+
+def bench_size(nodes: int, playbook: Path, results_dir: Path, keep: bool) -> SizeResult:
+    prefix = f"bench{nodes}"
+    result = SizeResult(nodes=nodes, load_before=os.getloadavg()[0])
+    with tempfile.TemporaryDirectory(prefix=f"{prefix}-inv-") as tmp:
+        inventory = Path(tmp) / "hosts.yml"
+        # group_vars next to the inventory: the simulated cluster's settings apply to these nodes too.
+        (Path(tmp) / "group_vars").symlink_to(REPO / "inventories" / "sim" / "group_vars")
+        try:
+            log(f"N={nodes}: starting {nodes} node(s) (prefix {prefix})")
+            sim_cluster("up", "--nodes", str(nodes), "--prefix", prefix, "--inventory", str(inventory))
+            for phase in ("cold", "rerun"):
+                log(f"N={nodes}: {phase} run of {playbook.name}")
+                run = run_playbook(playbook, inventory, results_dir / f"N{nodes}-{phase}.log")
+                setattr(result, phase, run)
+                log(f"N={nodes}: {phase} {run.seconds:.1f} s, changed={run.changed}, rc={run.returncode}")
+                if run.returncode != 0 or run.failed or run.unreachable:
+                    result.error = f"{phase} run failed (rc={run.returncode}); see {run.log}"
+                    break
+        except subprocess.CalledProcessError as exc:
+            result.error = f"sim-cluster failed: {exc}"
+        finally:
+            if not keep:
+                sim_cluster("down", "--prefix", prefix)
+    return result
+
+
+def fit_line(xs: List[float], ys: List[float]) -> Optional[tuple]:
+    """Least-squares slope and intercept, or None with fewer than two distinct x."""
+    if len(set(xs)) < 2:
+        return None
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    return slope, my - slope * mx
+
+
+def report(results: List[SizeResult], playbook: Path) -> str:
+    lines = [f"site re-run benchmark: {playbook} ({os.cpu_count()} CPUs on the controller and nodes)", ""]
+    lines.append(f"{'nodes':>5}  {'cold s':>8}  {'re-run s':>8}  {'re-run/cold':>11}  {'changed cold':>12}  "
+                 f"{'changed re-run':>14}  {'load':>5}")
+    for r in results:
+        if r.error and not (r.cold and r.rerun):
+            lines.append(f"{r.nodes:>5}  FAILED: {r.error}")
+            continue
+        assert r.cold and r.rerun
+        lines.append(
+            f"{r.nodes:>5}  {r.cold.seconds:>8.1f}  {r.rerun.seconds:>8.1f}  {r.ratio:>11.3f}  "
+            f"{r.cold.changed:>12}  {r.rerun.changed:>14}  {r.load_before:>5.1f}"
+            + (f"   ({r.error})" if r.error else "")
+        )
+    done = [r for r in results if r.cold and r.rerun and not r.error]
+    if done:
+        lines += ["", "re-run time against cluster size:"]
+        base = done[0]
+        assert base.rerun
+        for r in done:
+            assert r.rerun
+            lines.append(
+                f"  N={r.nodes:<3} re-run {r.rerun.seconds:6.1f} s  x{r.rerun.seconds / base.rerun.seconds:5.2f} "
+                f"of N={base.nodes}  ({r.rerun.seconds / r.nodes:5.2f} s per node)"
+            )
+        fit = fit_line([float(r.nodes) for r in done], [r.rerun.seconds for r in done if r.rerun])
+        if fit:
+            slope, intercept = fit
+            lines.append(f"  fit: re-run ~ {intercept:.1f} s + {slope:.2f} s x N")
+        if any(r.rerun and r.rerun.changed for r in done):
+            lines.append("  NOTE: a re-run changed something: the playbook is not idempotent")
+    return "\n".join(lines)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--nodes", type=int, nargs="+", default=[1, 3, 6], help="cluster sizes (default: 1 3 6)")
+    p.add_argument("--playbook", default="site.yml", help="playbook to run (default: site.yml)")
+    p.add_argument("--keep", action="store_true", help="leave the nodes running afterwards")
+    p.add_argument("--results", default=str(REPO / "bench" / "results"), help="where logs and JSON go")
+    args = p.parse_args(argv)
+
+    playbook = Path(args.playbook)
+    if not playbook.is_absolute():
+        playbook = Path.cwd() / playbook if (Path.cwd() / playbook).exists() else REPO / playbook
+    if not playbook.is_file():
+        print(f"bench: playbook {playbook} not found; pass --playbook", file=sys.stderr)
+        return 2
+    if any(n < 1 for n in args.nodes):
+        print(f"bench: --nodes must all be >= 1, got {args.nodes}", file=sys.stderr)
+        return 2
+
+    results_dir = Path(args.results) / time.strftime("site_rerun-%Y%m%d-%H%M%S")
+    results_dir.mkdir(parents=True, exist_ok=True)
+    results = []
+    for nodes in sorted(set(args.nodes)):
+        results.append(bench_size(nodes, playbook, results_dir, args.keep))
+
+    text = report(results, playbook)
+    print(text)
+    (results_dir / "summary.txt").write_text(text + "\n")
+    (results_dir / "summary.json").write_text(json.dumps(
+        {"playbook": str(playbook), "results": [dict(asdict(r), ratio=r.ratio) for r in results]}, indent=2) + "\n")
+    log(f"logs and summary in {results_dir}")
+    return 1 if any(r.error for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
