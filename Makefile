@@ -17,10 +17,11 @@ help:
 	@echo "make test   - every check: yamllint, ansible-lint, sanity, unit tests, molecule scenarios"
 	@echo "make setup  - Python venv, Docker engine and the offline node image only"
 
-$(VENV)/.installed: requirements.txt
+$(VENV)/.installed: requirements.txt requirements-test.txt
 	python3 -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -r requirements.txt
+	DS_BUILD_OPS=0 $(BIN)/pip install -q -r requirements-test.txt
 	touch $@
 
 venv: $(VENV)/.installed

@@ -533,6 +533,11 @@ def launch_args(spec: Mapping[str, Any]) -> List[str]:
     """The deepspeed launcher arguments that precede the user script."""
     d = _derive(spec)
     launcher = _choice(spec, "launcher", LAUNCHERS)
+    if d["nodes"] == 1:
+        # With any hostfile DeepSpeed's runner goes multi-node and ssh-checks the first host
+        # (runner.py: `ssh <host> hostname`), which fails on a node with no sshd. One node
+        # launches locally: no hostfile, no launcher, master 127.0.0.1.
+        return ["--master_port", str(_int(spec, "master_port")), "--num_gpus", str(d["gpus_per_node"])]
     args = ["--hostfile", hostfile_path(spec), "--launcher", launcher]
     args += ["--master_port", str(_int(spec, "master_port"))]
     if _optional(spec, "master_addr") is not None:

@@ -306,6 +306,10 @@ def test_every_train_flag_is_in_the_mds_table(name, overrides, profile):
         # DeepSpeed's OpenMPI runner raises on --num_nodes/--num_gpus: the hostfile sizes it.
         (dict(launcher="openmpi"), ["--hostfile", "/opt/megatron/jobs/gpt/hostfile", "--launcher", "openmpi",
                                     "--master_port", "29500"]),
+        # One node launches locally. Found on the GPU host: with a hostfile, DeepSpeed's runner
+        # ssh-checks the first host even when it is the only one, and that host had no ssh.
+        (dict(nodes=1, gpus_per_node=2, tensor_parallel=1), ["--master_port", "29500", "--num_gpus", "2"]),
+        (dict(nodes=1, launcher="openmpi", tensor_parallel=1), ["--master_port", "29500", "--num_gpus", "8"]),
     ],
 )
 def test_launch_args(overrides, expected):
