@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Megatron-DeepSpeed pretrain_gpt.py throughput through the job files the megatron_job role
+# renders, on one GPU host, as `localhost`. Needs: VENV with torch, DeepSpeed, ansible-core,
+# NVIDIA apex (amp_C, fused_layer_norm_cuda, apex_C) and transformers/nltk; a Megatron-DeepSpeed
+# checkout in MEGATRON_DS_SRC. Set SDPA_FLASH_ATTN=1 to install bench/gpu/flash_attn_sdpa.
+#
+#   MEGATRON_DS_SRC=... bench/gpu/mds_throughput.sh NAME:MICRO:FLASH:ACTCKPT:ITERS ...
+#   e.g. bench/gpu/mds_throughput.sh fa16:16:true:false:15 fa16nd:16:true:false:12
+# A NAME containing "nd" also sets attention and hidden dropout to 0.
+set -x
+REPO=$(cd "$(dirname "$0")/../.." && pwd); cd "$REPO" || exit 1
+VENV=${VENV:-/opt/torch/.venv}; export OUT=${OUT:-/tmp/mds-throughput}; mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+export PATH=$VENV/bin:$PATH ANSIBLE_CONFIG=$REPO/ansible.cfg ANSIBLE_FORCE_COLOR=0
+NGPU=$(nvidia-smi -L | wc -l)
+SITE=$($VENV/bin/python3 -c 'import site;print(site.getsitepackages()[0])')
+[ "${SDPA_FLASH_ATTN:-0}" = 1 ] && cp -r bench/gpu/flash_attn_sdpa/flash_attn "$SITE/"
+(cd /tmp && python3 -c "import torch, amp_C, fused_layer_norm_cuda, apex_C; import flash_attn; print('apex+adapter ok', flash_attn.__version__)")
+(cd bench/gpu/flash_attn_sdpa && python3 test_adapter.py)
+MDS=${MEGATRON_DS_SRC:?set MEGATRON_DS_SRC to a Megatron-DeepSpeed checkout}
+(cd $MDS && python3 -c "
+import numpy as np
+from megatron.data import helpers
+s = helpers.build_sample_idx(np.array([5,7,3,9],dtype=np.int32), np.array([0,1,2,3],dtype=np.int32), 4, 1, 24)
+print('helper call ok', s.shape)")
+D=/tmp/data; mkdir -p $D
+python3 bench/make_corpus.py --out $D --repeat 8
+(cd $MDS && python3 tools/preprocess_data.py --input $D/corpus.jsonl --output-prefix $D/corpus \
+  --tokenizer-type GPT2BPETokenizer --vocab-file $D/vocab.json --merge-file $D/merges.txt \
+  --append-eod --workers 16 > $OUT/preprocess.log 2>&1; echo "preprocess rc=$?"; ls -la $D)
+printf 'all:\n  vars:\n    ansible_connection: local\n    ansible_python_interpreter: %s/bin/python3\n  children:\n    megatron_head: {hosts: {gpuhost: }}\n    megatron_nodes: {hosts: {gpuhost: }}\n' $VENV > /tmp/inv.yml
+for variant in "$@"; do
+  IFS=: read -r name micro flash acg iters <<<"$variant"
+  work=/tmp/job-$name
+  cat > /tmp/vars-$name.yml <<VARS
+megatron_stack_profile: cu130
+megatron_job_user: root
+megatron_job_group: root
+megatron_job_name: $name
+megatron_job_workdir: $work
+megatron_job_megatron_dir: $MDS
+megatron_job_venv: $VENV
+megatron_job_checkpoint_dir: $work/ckpt
+megatron_job_tensorboard_dir: $work/tb
+megatron_job_gpus_per_node: $NGPU
+megatron_job_tensor_parallel: 1
+megatron_job_pipeline_parallel: 1
+megatron_job_no_pipeline_parallel: true
+megatron_job_num_layers: 24
+megatron_job_hidden_size: 2048
+megatron_job_num_attention_heads: 16
+megatron_job_seq_length: 2048
+megatron_job_max_position_embeddings: 2048
+megatron_job_micro_batch_size: $micro
+megatron_job_global_batch_size: $((micro * NGPU * 4))
+megatron_job_train_iters: ${iters:-20}
+megatron_job_lr_warmup_iters: 2
+megatron_job_log_interval: 5
+megatron_job_eval_interval: 1000
+megatron_job_eval_iters: 1
+megatron_job_save_interval: 100000
+megatron_job_zero_stage: 1
+megatron_job_precision: bf16
+megatron_job_use_flash_attn: $flash
+megatron_job_activation_checkpointing: $acg
+megatron_job_data_path: $D/corpus_text_document
+megatron_job_vocab_file: $D/vocab.json
+megatron_job_merge_file: $D/merges.txt
+megatron_job_split: "98,1,1"
+VARS
+  case "$name" in *nd*) printf 'megatron_job_extra_args: ["--attention-dropout", "0", "--hidden-dropout", "0"]\n' >> /tmp/vars-$name.yml ;; esac
+  printf -- '- name: Render\n  hosts: megatron_nodes\n  gather_facts: false\n  roles:\n    - role: megatron_ds.cluster.megatron_job\n' > /tmp/render.yml
+  ansible-playbook -i /tmp/inv.yml /tmp/render.yml -e @/tmp/vars-$name.yml > $OUT/render-$name.log 2>&1; echo "render rc=$?"
+  t0=$(date +%s)
+  timeout 170 bash $work/train.sh; echo "train $name rc=$? seconds=$(( $(date +%s) - t0 ))"
+  cp $work/train.sh $OUT/train-$name.sh; cp $work/ds_config.json $OUT/ds_config-$name.json
+  grep -E "iteration +[0-9]+/" $work/logs/train.log | tail -3
+  grep -E "Error|error|Traceback" $work/logs/train.log | head -5
+  cp $work/logs/train.log /tmp/train-$name.log
+done
+tar czf $OUT/mds-logs.tgz /tmp/train-*.log $OUT/*.sh $OUT/*.json $OUT/*.log 2>/dev/null
