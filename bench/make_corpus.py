@@ -30,7 +30,7 @@ def docstrings():
                 module = __import__(name)
         except BaseException:  # noqa: BLE001 - some modules exit or need a display; skip them
             continue
-        for obj in [module] + [v for _, v in inspect.getmembers(module) if inspect.isclass(v) or inspect.isfunction(v)]:
+        for obj in [module] + [v for dummy, v in inspect.getmembers(module) if inspect.isclass(v) or inspect.isfunction(v)]:
             doc = inspect.getdoc(obj)
             if doc and len(doc) > 80 and doc not in seen:
                 seen.add(doc)
@@ -47,7 +47,7 @@ def main() -> int:
     docs = list(docstrings())
     corpus = os.path.join(args.out, "corpus.jsonl")
     with open(corpus, "w", encoding="utf-8") as handle:
-        for _ in range(args.repeat):
+        for dummy in range(args.repeat):
             for doc in docs:
                 handle.write(json.dumps({"text": doc}) + "\n")
     from tokenizers import ByteLevelBPETokenizer  # imported late: the corpus part needs nothing

@@ -31,10 +31,10 @@ def main() -> None:
     for size_mb in [float(s) for s in args.sizes_mb.split(",")]:
         numel = int(size_mb * 2 ** 20) // 4
         tensor = torch.ones(numel, dtype=torch.float32, device=device)
-        for _ in range(5):
+        for dummy in range(5):
             dist.all_reduce(tensor)
         times = []
-        for _ in range(args.iters):
+        for dummy in range(args.iters):
             if cuda:
                 torch.cuda.synchronize()
             start = time.perf_counter()

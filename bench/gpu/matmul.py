@@ -16,11 +16,11 @@ def bench(device: int, n: int, reps: int) -> float:
     torch.cuda.set_device(device)
     a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
     b = torch.randn(n, n, device=device, dtype=torch.bfloat16)
-    for _ in range(3):
+    for dummy in range(3):
         a @ b
     torch.cuda.synchronize()
     times = []
-    for _ in range(reps):
+    for dummy in range(reps):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         a @ b

@@ -7,6 +7,7 @@
 #   MEGATRON_DS_SRC=... bench/gpu/mds_throughput.sh NAME:MICRO:FLASH:ACTCKPT:ITERS ...
 #   e.g. bench/gpu/mds_throughput.sh fa16:16:true:false:15 fa16nd:16:true:false:12
 # A NAME containing "nd" also sets attention and hidden dropout to 0.
+# shellcheck disable=SC2086  # every unquoted variable here is a path this script made under /tmp, without spaces
 set -x
 REPO=$(cd "$(dirname "$0")/../.." && pwd); cd "$REPO" || exit 1
 VENV=${VENV:-/opt/torch/.venv}; export OUT=${OUT:-/tmp/mds-throughput}; mkdir -p "$OUT"

@@ -22,7 +22,7 @@ def main() -> int:
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     worst = 0.0
     for b, s, h, d, causal in [(2, 128, 4, 64, True), (3, 256, 8, 128, True), (2, 64, 2, 32, False)]:
-        q, k, v = (torch.randn(b * s, h, d, device=device, dtype=dtype) for _ in range(3))
+        q, k, v = (torch.randn(b * s, h, d, device=device, dtype=dtype) for dummy in range(3))
         cu = torch.arange(0, (b + 1) * s, s, dtype=torch.int32, device=device)
         scale = 1 / math.sqrt(d)
         out = flash_attn_varlen_func(q, k, v, cu, cu, s, s, 0.0, softmax_scale=scale, causal=causal)

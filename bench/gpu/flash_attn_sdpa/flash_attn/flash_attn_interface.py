@@ -1,5 +1,4 @@
 """flash_attn_varlen_func for uniform-length batches, on torch SDPA (see package doc)."""
-import torch
 import torch.nn.functional as F
 
 __all__ = ["flash_attn_varlen_func"]
