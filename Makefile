@@ -51,7 +51,7 @@ sanity: venv
 	scripts/ansible-test.sh sanity
 
 units: venv
-	$(BIN)/pytest -q -n 2 tests/unit
+	$(BIN)/pytest -q -n 2 tests/unit tests/integration
 	scripts/ansible-test.sh units
 
 molecule: setup
