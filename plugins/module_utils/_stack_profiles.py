@@ -45,6 +45,17 @@ DS_CUDA_MINOR_MISMATCH_OK: Dict[int, List[str]] = {
 # in 0.19.7.
 MDS_HEAD_DEEPSPEED = ">=0.16.1,<=0.19.6"
 
+# CUDA redist components a Megatron-DeepSpeed node needs: nvcc and headers for apex and the
+# DeepSpeed/Megatron JIT kernels (cccl: CUB/Thrust), the runtime, and the math libraries whose
+# headers torch extensions include. Names are the keys of NVIDIA's redistrib_<ver>.json.
+REDIST_COMPONENTS_11: List[str] = [
+    "cuda_cccl", "cuda_cudart", "cuda_cupti", "cuda_nvcc", "cuda_nvml_dev", "cuda_nvrtc",
+    "cuda_nvtx", "libcublas", "libcufft", "libcurand", "libcusolver", "libcusparse",
+]
+REDIST_COMPONENTS_12: List[str] = sorted(REDIST_COMPONENTS_11 + ["cuda_profiler_api", "libnvjitlink"])
+# CUDA 13 split nvcc: the crt headers and libnvvm are components of their own.
+REDIST_COMPONENTS_13: List[str] = sorted(REDIST_COMPONENTS_12 + ["cuda_crt", "libnvvm"])
+
 PROFILES: Dict[str, Dict[str, Any]] = {
     "cu117": {
         "description": "The guide's stack: CUDA 11.7.1, cuDNN 8.6, NCCL 2.16.5, torch 1.13.1, DeepSpeed 0.9.2",
@@ -55,14 +66,31 @@ PROFILES: Dict[str, Dict[str, Any]] = {
             "install": "11.7.1",
             "runfile": "cuda_11.7.1_515.65.01_linux.run",
             "runfile_sha256": "52286a29706549b7d0feeb0e7e3eca1b15287c436a69fa880ad385b1be3e04db",
+            # Redist install: the components named here are taken from redistrib_<install>.json,
+            # which carries each archive's sha256. Pin the manifest itself here once you have
+            # verified it (None: trust the manifest served over HTTPS or by your mirror).
+            "redist_components": REDIST_COMPONENTS_11,
+            "redist_manifest_sha256": None,
         },
-        "cudnn": {"version": "8.6.0.163", "install": "8.6.0.163", "cuda_major": 11},
+        # sha256 of cudnn-linux-x86_64-8.6.0.163_cuda11-archive.tar.xz (nixpkgs cudnn
+        # releases.nix, SRI sha256-u8OW30cpTGV+3AnGAGdNYIyxv8gLgtz0VHBgwhcRFZ4=). NVIDIA's cuDNN
+        # manifests are known (TensorFlow's list) only from 8.9.4.25 on, so it is pinned here.
+        "cudnn": {
+            "version": "8.6.0.163",
+            "install": "8.6.0.163",
+            "cuda_major": 11,
+            "sha256": "bbc396df47294c657edc09c600674d608cb1bfc80b82dcf4547060c21711159e",
+        },
         # NCCL ships no 11.7 build; the cuda11.8 build is minor-version compatible.
-        "nccl": {"version": "2.16.5", "install": "2.16.5-1", "cuda_build": "11.8"},
+        # NVIDIA publishes no checksum for the txz: record the one you verified (nccl_sha256).
+        "nccl": {"version": "2.16.5", "install": "2.16.5-1", "cuda_build": "11.8", "sha256": None},
         "python": {"version": ">=3.8,<=3.11", "preferred": "3.9"},
         "torch": {
             "version": "1.13.1",
             "pip": "torch==1.13.1",
+            # CPython versions with a linux x86_64 wheel of this torch (PyPI; checked with pip
+            # --dry-run --python-version). python_env refuses any other interpreter up front.
+            "wheel_pythons": ["3.7", "3.8", "3.9", "3.10", "3.11"],
             "cuda": "11.7",
             "local": "cu117",
             "index_url": "https://download.pytorch.org/whl/cu117",
@@ -85,13 +113,22 @@ PROFILES: Dict[str, Dict[str, Any]] = {
             "install": "12.1.1",
             "runfile": "cuda_12.1.1_530.30.02_linux.run",
             "runfile_sha256": "d74022d41d80105319dfa21beea39b77a5b9919539c0487a05caaf2446d6a70e",
+            "redist_components": REDIST_COMPONENTS_12,
+            "redist_manifest_sha256": None,
         },
-        "cudnn": {"version": "8.9", "install": "8.9.7.29", "cuda_major": 12},
-        "nccl": {"version": "2.18", "install": "2.18.1-1", "cuda_build": "12.1"},
+        # sha256 from NVIDIA's cudnn redistrib_8.9.7.29.json (linux-x86_64, cuda12).
+        "cudnn": {
+            "version": "8.9",
+            "install": "8.9.7.29",
+            "cuda_major": 12,
+            "sha256": "475333625c7e42a7af3ca0b2f7506a106e30c93b1aa0081cd9c13efb6e21e3bb",
+        },
+        "nccl": {"version": "2.18", "install": "2.18.1-1", "cuda_build": "12.1", "sha256": None},
         "python": {"version": "3.10", "preferred": "3.10"},
         "torch": {
             "version": "2.1",
             "pip": "torch==2.1.2",
+            "wheel_pythons": ["3.8", "3.9", "3.10", "3.11"],
             "cuda": "12.1",
             "local": "cu121",
             "index_url": "https://download.pytorch.org/whl/cu121",
@@ -107,13 +144,22 @@ PROFILES: Dict[str, Dict[str, Any]] = {
         "description": "Hopper hosts: CUDA 13.0, cuDNN 9, NCCL 2.28, torch 2.11, DeepSpeed 0.16.1-0.19.6",
         "accelerator": "cuda",
         "driver": {"min": "580.65.06", "install": "580.65.06", "branch": "580"},
-        "cuda": {"version": "13.0", "install": "13.0.2", "runfile": None, "runfile_sha256": None},
-        "cudnn": {"version": "9", "install": "9.14.0.64", "cuda_major": 13},
-        "nccl": {"version": "2.28", "install": "2.28.3-1", "cuda_build": "13.0"},
+        "cuda": {
+            "version": "13.0",
+            "install": "13.0.2",
+            "runfile": None,
+            "runfile_sha256": None,
+            "redist_components": REDIST_COMPONENTS_13,
+            "redist_manifest_sha256": None,
+        },
+        # cuDNN 9 publishes redistrib_<ver>.json: the sha256 is read from it (sha256 None).
+        "cudnn": {"version": "9", "install": "9.14.0.64", "cuda_major": 13, "sha256": None},
+        "nccl": {"version": "2.28", "install": "2.28.3-1", "cuda_build": "13.0", "sha256": None},
         "python": {"version": "3.12", "preferred": "3.12"},
         "torch": {
             "version": "2.11",
             "pip": "torch==2.11.0",
+            "wheel_pythons": ["3.10", "3.11", "3.12", "3.13", "3.14"],
             "cuda": "13.0",
             "local": "cu130",
             "index_url": "https://download.pytorch.org/whl/cu130",
@@ -135,8 +181,11 @@ PROFILES: Dict[str, Dict[str, Any]] = {
         "nccl": None,
         "python": {"version": ">=3.10", "preferred": "3.11"},
         "torch": {
-            "version": "2",
-            "pip": "torch",
+            "version": "2.13",
+            # The CPU build (2.13.0+cpu) comes from index_url or a wheelhouse; PyPI's 2.13.0 is
+            # a CUDA build with several GB of NVIDIA wheels.
+            "pip": "torch==2.13.0",
+            "wheel_pythons": ["3.10", "3.11", "3.12", "3.13", "3.14"],
             "cuda": None,
             "local": "cpu",
             "index_url": "https://download.pytorch.org/whl/cpu",

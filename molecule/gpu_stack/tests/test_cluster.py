@@ -1,0 +1,114 @@
+# -*- coding: utf-8 -*-
+# Copyright: megatron_ds.cluster developers
+# Apache License 2.0 (see LICENSE)
+"""Cluster-wide checks, run once: every artifact was fetched from the mirror exactly once for
+the three nodes (its access log), and, by running ansible-playbook against the converged
+nodes, what must NOT happen: a tampered archive installed, a cuDNN build for the wrong CUDA
+major, a change reported by the driver role in check mode on a node whose driver already
+satisfies the profile."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+
+import pytest
+import testinfra
+
+SCENARIO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+INVENTORY = os.environ.get("MOLECULE_INVENTORY_FILE", "")
+EPHEMERAL = os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", "")
+
+pytestmark = pytest.mark.skipif(not INVENTORY, reason="runs under molecule verify (needs MOLECULE_INVENTORY_FILE)")
+
+# These tests drive ansible-playbook themselves: run them once, not once per host.
+testinfra_hosts = ["node1"]
+
+
+def _playbook(name: str, *args: str) -> subprocess.CompletedProcess:
+    cmd = ["ansible-playbook", "-i", INVENTORY, os.path.join(SCENARIO, name), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False,
+                          env=dict(os.environ, ANSIBLE_FORCE_COLOR="0"))
+
+
+def _text(result: subprocess.CompletedProcess) -> str:
+    """stdout and stderr with whitespace collapsed: Ansible wraps long messages."""
+    return " ".join((result.stdout + " " + result.stderr).split())
+
+
+def _node(name: str):
+    return testinfra.get_host("ansible://%s?ansible_inventory=%s" % (name, INVENTORY))
+
+
+def _recap(stdout: str, host: str) -> dict:
+    match = re.search(r"^%s\s+:\s+(.*)$" % re.escape(host), stdout, re.M)
+    assert match, stdout[-2000:]
+    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", match.group(1))}
+
+
+def _mirror() -> dict:
+    with open(os.path.join(EPHEMERAL, "mirror.json")) as handle:
+        return json.load(handle)
+
+
+def test_each_artifact_fetched_once_for_three_nodes(host):
+    """Converge and idempotence ran on node1..node3: one upstream download per artifact."""
+    mirror = _mirror()
+    with open(mirror["access_log"]) as handle:
+        log = handle.read()
+    served = re.findall(r'"GET (/\S+) HTTP/1\.[01]" 200 ', log)
+    for rel in mirror["files"]:
+        if rel.startswith(mirror["tampered_prefix"] + "/"):
+            continue
+        assert served.count("/" + rel) == 1, (rel, served)
+
+
+def test_tampered_archive_is_refused_and_nothing_installed(host):
+    mirror = _mirror()
+    manifest_path = os.path.join(mirror["site"], "tampered/compute/cuda/redist/redistrib_11.7.1.json")
+    with open(manifest_path) as handle:
+        entry = json.load(handle)["cuda_cudart"]["linux-x86_64"]
+    expected = entry["sha256"]
+    with open(os.path.join(mirror["site"], "tampered/compute/cuda/redist", entry["relative_path"]), "rb") as handle:
+        found = hashlib.sha256(handle.read()).hexdigest()
+
+    result = _playbook("refuse-tampered.yml")
+    out = _text(result)
+    assert result.returncode != 0, out[-3000:]
+    assert "refusing to install on node3" in out
+    assert "cuda_cudart-linux-x86_64-11.7.99-archive.tar.xz" in out
+    assert "found sha256 %s, expected %s" % (found, expected) in out
+    assert "Nothing was installed" in out
+
+    node3 = _node("node3")
+    assert not node3.file("/opt/megatron-tampered").exists
+    assert node3.file("/var/cache/megatron_ds/nvidia").listdir() == []
+    # get_url deletes a download whose checksum differs: the cache keeps nothing bad either.
+    cached = os.path.join(EPHEMERAL, "tampered-cache/compute/cuda/redist/cuda_cudart/linux-x86_64")
+    assert not os.path.exists(cached) or os.listdir(cached) == []
+
+
+def test_cudnn_for_another_cuda_major_is_refused_before_any_change(host):
+    node2 = _node("node2")
+    marker = "/usr/local/cuda-11.7/.megatron_ds-cudnn.json"
+    before = node2.file(marker).content_string
+
+    result = _playbook("refuse-cudnn-major.yml")
+    out = _text(result)
+    assert result.returncode != 0, out[-3000:]
+    assert "cudnn on node2: found CUDA 11.7 at /usr/local/cuda-11.7 (CUDA major 11)" in out
+    assert "expected CUDA major 12" in out
+    assert "Nothing was changed" in out
+    assert _recap(result.stdout, "node2")["changed"] == 0
+    assert node2.file(marker).content_string == before
+
+
+def test_driver_role_in_check_mode_reports_no_change_on_a_satisfied_node(host):
+    result = _playbook("check-driver.yml", "--check")
+    out = _text(result)
+    assert result.returncode == 0, out[-3000:]
+    recap = _recap(result.stdout, "node1")
+    assert recap["changed"] == 0 and recap["failed"] == 0
+    assert "keep 515.65.01" in out

@@ -1,0 +1,214 @@
+# -*- coding: utf-8 -*-
+# Copyright: megatron_ds.cluster developers
+# Apache License 2.0 (see LICENSE)
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _redist
+
+SHA_A = "a" * 64
+SHA_B = "b" * 64
+
+# The shape of NVIDIA's redistrib_11.7.1.json (values shortened), cuda_nvcc without sbsa.
+CUDA_MANIFEST = {
+    "release_date": "2022-08-03",
+    "cuda_cudart": {
+        "name": "CUDA Runtime (cudart)",
+        "license": "CUDA Toolkit",
+        "version": "11.7.99",
+        "linux-x86_64": {
+            "relative_path": "cuda_cudart/linux-x86_64/cuda_cudart-linux-x86_64-11.7.99-archive.tar.xz",
+            "sha256": SHA_A, "md5": "0" * 32, "size": "854756",
+        },
+        "linux-sbsa": {
+            "relative_path": "cuda_cudart/linux-sbsa/cuda_cudart-linux-sbsa-11.7.99-archive.tar.xz",
+            "sha256": SHA_B, "md5": "0" * 32, "size": "798380",
+        },
+    },
+    "cuda_nvcc": {
+        "name": "CUDA NVCC",
+        "license": "CUDA Toolkit",
+        "version": "11.7.99",
+        "linux-x86_64": {
+            "relative_path": "cuda_nvcc/linux-x86_64/cuda_nvcc-linux-x86_64-11.7.99-archive.tar.xz",
+            "sha256": SHA_B, "md5": "0" * 32, "size": "37045896",
+        },
+    },
+    "cuda_gdb": {
+        "name": "CUDA GDB",
+        "license": "CUDA Toolkit",
+        "version": "11.7.91",
+        "linux-x86_64": {"relative_path": "cuda_gdb/linux-x86_64/x.tar.xz", "md5": "0" * 32, "size": "1"},
+    },
+}
+
+# The shape of NVIDIA's cuDNN manifests (8.9+): one more level, the CUDA variant.
+CUDNN_MANIFEST = {
+    "release_date": "2024-03-15",
+    "release_label": "8.9.7",
+    "cudnn": {
+        "name": "NVIDIA CUDA Deep Neural Network library",
+        "license": "cudnn",
+        "version": "8.9.7.29",
+        "cuda_variant": ["11", "12"],
+        "linux-x86_64": {
+            "cuda11": {"relative_path": "cudnn/linux-x86_64/cudnn-linux-x86_64-8.9.7.29_cuda11-archive.tar.xz",
+                       "sha256": SHA_A, "md5": "0" * 32, "size": "860967256"},
+            "cuda12": {"relative_path": "cudnn/linux-x86_64/cudnn-linux-x86_64-8.9.7.29_cuda12-archive.tar.xz",
+                       "sha256": SHA_B, "md5": "0" * 32, "size": "864984964"},
+        },
+    },
+}
+
+
+@pytest.mark.parametrize("arch, platform", [
+    ("x86_64", "linux-x86_64"),
+    ("amd64", "linux-x86_64"),
+    ("aarch64", "linux-sbsa"),
+    ("ppc64le", "linux-ppc64le"),
+])
+def test_platform_for(arch, platform):
+    assert _redist.platform_for(arch) == platform
+
+
+@pytest.mark.parametrize("arch", ["i686", "riscv64", ""])
+def test_platform_for_unknown_arch_says_what_is_supported(arch):
+    with pytest.raises(_redist.RedistError, match="supported: aarch64, amd64"):
+        _redist.platform_for(arch)
+
+
+@pytest.mark.parametrize("mirror, expected", [
+    (None, "https://developer.download.nvidia.com"),
+    ("", "https://developer.download.nvidia.com"),
+    ("http://mirror.local:8000/", "http://mirror.local:8000"),
+    ("https://repo.example/nvidia", "https://repo.example/nvidia"),
+])
+def test_base_url(mirror, expected):
+    assert _redist.base_url(mirror) == expected
+
+
+def test_components_skip_top_level_metadata():
+    assert _redist.components(CUDA_MANIFEST) == ["cuda_cudart", "cuda_gdb", "cuda_nvcc"]
+    assert _redist.components(CUDNN_MANIFEST) == ["cudnn"]
+
+
+@pytest.mark.parametrize("source", [json.dumps(CUDA_MANIFEST), json.dumps(CUDA_MANIFEST).encode(), CUDA_MANIFEST])
+def test_load_manifest_accepts_text_bytes_and_dicts(source):
+    assert _redist.load_manifest(source)["cuda_nvcc"]["version"] == "11.7.99"
+
+
+@pytest.mark.parametrize("source, message", [
+    ("{not json", "not valid JSON"),
+    ('{"release_date": "2022-08-03"}', "lists no components"),
+    ("[]", "lists no components"),
+])
+def test_load_manifest_rejects_what_is_not_a_manifest(source, message):
+    with pytest.raises(_redist.RedistError, match=message):
+        _redist.load_manifest(source)
+
+
+@pytest.mark.parametrize("wanted, platform, expected", [
+    (["cuda_nvcc", "cuda_cudart"], "linux-x86_64", [
+        ("cuda_nvcc", "11.7.99", SHA_B,
+         "https://mirror/compute/cuda/redist/cuda_nvcc/linux-x86_64/cuda_nvcc-linux-x86_64-11.7.99-archive.tar.xz", 37045896),
+        ("cuda_cudart", "11.7.99", SHA_A,
+         "https://mirror/compute/cuda/redist/cuda_cudart/linux-x86_64/cuda_cudart-linux-x86_64-11.7.99-archive.tar.xz", 854756),
+    ]),
+    (["cuda_cudart"], "linux-sbsa", [
+        ("cuda_cudart", "11.7.99", SHA_B,
+         "https://mirror/compute/cuda/redist/cuda_cudart/linux-sbsa/cuda_cudart-linux-sbsa-11.7.99-archive.tar.xz", 798380),
+    ]),
+])
+def test_select_keeps_order_and_builds_urls(wanted, platform, expected):
+    got = _redist.select(CUDA_MANIFEST, wanted, platform, "https://mirror")
+    assert [(a["name"], a["version"], a["sha256"], a["url"], a["size"]) for a in got] == expected
+
+
+@pytest.mark.parametrize("wanted, platform, messages", [
+    (["cuda_nvcc"], "linux-sbsa", ["'cuda_nvcc' has no linux-sbsa archive; platforms: linux-x86_64"]),
+    (["libcublas"], "linux-x86_64", ["'libcublas' is not in the manifest; it lists: cuda_cudart, cuda_gdb, cuda_nvcc"]),
+    (["cuda_gdb"], "linux-x86_64", ["'cuda_gdb' (linux-x86_64) carries no valid sha256"]),
+    # every problem at once, not one per run
+    (["libcublas", "cuda_nvcc"], "linux-sbsa", ["'libcublas' is not in the manifest", "'cuda_nvcc' has no linux-sbsa"]),
+    ([], "linux-x86_64", ["no redist components requested"]),
+])
+def test_select_refuses_with_the_reason(wanted, platform, messages):
+    with pytest.raises(_redist.RedistError) as err:
+        _redist.select(CUDA_MANIFEST, wanted, platform, "https://mirror")
+    for message in messages:
+        assert message in str(err.value)
+
+
+@pytest.mark.parametrize("variant, sha", [("11", SHA_A), ("cuda12", SHA_B)])
+def test_select_cudnn_variant(variant, sha):
+    (got,) = _redist.select(CUDNN_MANIFEST, ["cudnn"], "linux-x86_64", "https://x", _redist.CUDNN_REDIST_PATH, variant)
+    assert got["sha256"] == sha
+    assert got["url"].startswith("https://x/compute/cudnn/redist/cudnn/linux-x86_64/cudnn-linux-x86_64-8.9.7.29_cuda")
+
+
+@pytest.mark.parametrize("variant, message", [
+    (None, "split by CUDA variant (cuda11, cuda12); say which one"),
+    ("13", "has no cuda13 build for linux-x86_64; builds: cuda11, cuda12"),
+])
+def test_select_cudnn_variant_missing(variant, message):
+    with pytest.raises(_redist.RedistError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        _redist.select(CUDNN_MANIFEST, ["cudnn"], "linux-x86_64", "https://x", _redist.CUDNN_REDIST_PATH, variant)
+
+
+@pytest.mark.parametrize("func, args, expected", [
+    (_redist.cuda_archive_relpath, ("cuda_nvcc", "11.7.99"),
+     "cuda_nvcc/linux-x86_64/cuda_nvcc-linux-x86_64-11.7.99-archive.tar.xz"),
+    (_redist.cudnn_archive_relpath, ("8.6.0.163", 11),
+     "cudnn/linux-x86_64/cudnn-linux-x86_64-8.6.0.163_cuda11-archive.tar.xz"),
+    (_redist.cudnn_archive_relpath, ("8.6.0.163", "11", "linux-sbsa"),
+     "cudnn/linux-sbsa/cudnn-linux-sbsa-8.6.0.163_cuda11-archive.tar.xz"),
+    (_redist.nccl_archive_name, ("2.16.5-1", "11.8"), "nccl_2.16.5-1+cuda11.8_x86_64.txz"),
+    (_redist.nccl_relpath, ("2.16.5-1", "11.8"), "v2.16.5/nccl_2.16.5-1+cuda11.8_x86_64.txz"),
+    (_redist.nccl_relpath, ("2.18.1-1", "12.1", "aarch64"), "v2.18.1/nccl_2.18.1-1+cuda12.1_aarch64.txz"),
+])
+def test_archive_names_follow_nvidia(func, args, expected):
+    assert func(*args) == expected
+
+
+def test_nccl_name_needs_the_package_revision():
+    with pytest.raises(_redist.RedistError, match="lacks the package revision"):
+        _redist.nccl_archive_name("2.16.5", "11.8")
+
+
+@pytest.mark.parametrize("value, ok", [
+    (SHA_A, True),
+    ("A" * 64, False),
+    ("a" * 63, False),
+    ("", False),
+    (None, False),
+    ("g" * 64, False),
+])
+def test_is_sha256(value, ok):
+    assert _redist.is_sha256(value) is ok
+
+
+def test_manifest_entry_hashes_the_file(tmp_path):
+    path = tmp_path / "x.tar.xz"
+    path.write_bytes(b"nvidia")
+    assert _redist.manifest_entry("c/linux-x86_64/x.tar.xz", str(path)) == {
+        "relative_path": "c/linux-x86_64/x.tar.xz",
+        "sha256": hashlib.sha256(b"nvidia").hexdigest(),
+        "md5": hashlib.md5(b"nvidia").hexdigest(),  # nosec: NVIDIA's field, compared not trusted
+        "size": "6",  # NVIDIA writes sizes as strings
+    }
+
+
+def test_marker_records_versions_and_sha256():
+    artifacts = _redist.select(CUDA_MANIFEST, ["cuda_cudart", "cuda_nvcc"], "linux-x86_64", "https://m")
+    assert _redist.marker("11.7.1", "redist", artifacts) == {
+        "version": "11.7.1",
+        "method": "redist",
+        "components": {
+            "cuda_cudart": {"version": "11.7.99", "sha256": SHA_A},
+            "cuda_nvcc": {"version": "11.7.99", "sha256": SHA_B},
+        },
+    }
