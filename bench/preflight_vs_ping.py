@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""Benchmark: playbooks/preflight.yml against `ansible -m ping` on the same simulated nodes.
+
+Issue 6 sets the goal: preflight costs at most 1.5 x a plain `ansible -m ping` of the same
+nodes, whatever the number of nodes. For each N (default 1, 3, 6) this script:
+
+  1. grows the simulated cluster to N nodes (scripts/sim-cluster, prefix `pfbench`, its own
+     Docker network) and writes an inventory with the preflight settings of
+     molecule/preflight_drift (profile `cpu`, the venv, the checkout, the training user);
+  2. provisions the nodes with that scenario's prepare.yml and converge.yml (--stack full, the
+     default): the training user and ssh trust, chrony, the torch CPU + DeepSpeed venv, the
+     CUDA/cuDNN/NCCL files and the checkout. Both playbooks are idempotent, so growing from 3
+     to 6 nodes provisions only the new ones. With --stack bare the nodes stay as sim-cluster
+     starts them (no venv: the facts skip the torch import, and the ssh sweep fails);
+  3. runs each command once to warm up (first imports write byte code, ssh masters start),
+     then --repeat rounds of, in turn, `ansible megatron_nodes -m ansible.builtin.ping`, the
+     facts module alone without and with the venv (`ansible megatron_nodes -m
+     megatron_ds.cluster.gpu_stack_facts`: what preflight's first step costs, and how much of
+     it is the venv probe importing torch and DeepSpeed), and `ansible-playbook
+     playbooks/preflight.yml`. It keeps the median of each.
+
+It prints one table: nodes, the medians (with min-max), preflight / ping against the goal, the
+machine's load, and the preflight verdict. Preflight's verdict does not matter for its cost,
+but the table says it.
+(On machines whose Docker engine cannot grant unlimited memlock, memlock.unlimited fails
+everywhere.) Logs and a JSON summary go to bench/results/preflight_vs_ping-<timestamp>/.
+The simulated nodes share this machine's cores, so the imports in the facts step of N nodes
+compete for them; on a real cluster every node imports on its own CPUs.
+
+    bench/preflight_vs_ping.py [--nodes 1 3 6] [--repeat 3] [--stack full|bare] [--keep]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional
+
+REPO = Path(__file__).resolve().parents[1]
+SIM_CLUSTER = REPO / "scripts" / "sim-cluster"
+SCENARIO = REPO / "molecule" / "preflight_drift"
+GOAL = 1.5
+# The job settings playbooks/preflight.yml reads, as in molecule/preflight_drift/molecule.yml.
+GROUP_VARS = {
+    "megatron_stack_profile": "cpu",
+    "megatron_job_venv": "/opt/megatron/venv",
+    "megatron_job_megatron_dir": "/opt/megatron/Megatron-DeepSpeed",
+    "cluster_ssh_user": "megatron",
+}
+SUMMARY = re.compile(r"preflight (passed|FAILED) for profile \S+ on \d+ node\(s\): [^\n]*")
+
+
+def log(msg: str) -> None:
+    print(f"bench: {msg}", file=sys.stderr, flush=True)
+
+
+def tool(name: str) -> str:
+    """The Ansible executable next to this Python (the project's venv), else the one on PATH."""
+    local = Path(sys.executable).parent / name
+    return str(local) if local.exists() else name
+
+
+def env() -> Dict[str, str]:
+    result = dict(os.environ)
+    result.setdefault("ANSIBLE_CONFIG", str(REPO / "ansible.cfg"))
+    # Each size is a different set of containers under reused names: no fact cache across them.
+    result.update(ANSIBLE_CACHE_PLUGIN="memory", ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
+    return result
+
+
+@dataclass
+class Timed:
+    seconds: float
+    returncode: int
+    verdict: str = ""
+
+
+COMMANDS = ("ping", "facts_no_venv", "facts", "preflight")
+
+
+@dataclass
+class SizeResult:
+    nodes: int
+    runs: Dict[str, List[Timed]] = field(default_factory=lambda: {name: [] for name in COMMANDS})
+    loads: List[float] = field(default_factory=list)  # 1-minute load average before each round
+    provision_seconds: float = 0.0
+
+    def median(self, name: str) -> Optional[float]:
+        runs = self.runs[name]
+        return statistics.median(r.seconds for r in runs) if runs else None
+
+    @property
+    def ratio(self) -> Optional[float]:
+        ping, preflight = self.median("ping"), self.median("preflight")
+        if ping and preflight is not None:
+            return preflight / ping
+        return None
+
+
+def run(argv: List[str], logfile: Path, check: bool = True) -> Timed:
+    started = time.monotonic()
+    with logfile.open("a") as handle:
+        handle.write("$ %s\n" % " ".join(argv))
+        handle.flush()
+        proc = subprocess.run(argv, cwd=str(REPO), env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, check=False)
+        handle.write(proc.stdout)
+    seconds = time.monotonic() - started
+    if check and proc.returncode != 0:
+        raise SystemExit(f"bench: `{' '.join(argv)}` failed (exit {proc.returncode}); see {logfile}")
+    match = SUMMARY.search(proc.stdout)
+    return Timed(seconds, proc.returncode, match.group(0) if match else "")
+
+
+def write_inventory(directory: Path, nodes: int, prefix: str, logfile: Path) -> Path:
+    inventory = directory / "hosts.yml"
+    run([sys.executable, str(SIM_CLUSTER), "inventory", "--nodes", str(nodes), "--prefix", prefix,
+         "--output", str(inventory)], logfile)
+    group_vars = directory / "group_vars"
+    group_vars.mkdir(exist_ok=True)
+    (group_vars / "megatron_nodes.yml").write_text(
+        "---\n# Written by bench/preflight_vs_ping.py: molecule/preflight_drift's job settings.\n"
+        + "".join(f"{key}: {value}\n" for key, value in GROUP_VARS.items()))
+    return inventory
+
+
+def measure(size: int, args: argparse.Namespace, out: Path) -> SizeResult:
+    logfile = out / f"nodes-{size}.log"
+    result = SizeResult(nodes=size)
+    log(f"{size} node(s): starting the simulated cluster")
+    run([sys.executable, str(SIM_CLUSTER), "up", "--nodes", str(size), "--prefix", args.prefix], logfile)
+    inventory = write_inventory(out / f"inventory-{size}", size, args.prefix, logfile)
+    if args.stack == "full":
+        log(f"{size} node(s): provisioning the preflight_drift stack (prepare.yml, converge.yml)")
+        started = time.monotonic()
+        for playbook in ("prepare.yml", "converge.yml"):
+            run([tool("ansible-playbook"), "-i", str(inventory), str(SCENARIO / playbook)], logfile)
+        result.provision_seconds = time.monotonic() - started
+    adhoc = [tool("ansible"), "megatron_nodes", "-i", str(inventory)]
+    facts = adhoc + ["-m", "megatron_ds.cluster.gpu_stack_facts", "--become", "-a"]
+    commands = {
+        "ping": (adhoc + ["-m", "ansible.builtin.ping"], True),
+        "facts_no_venv": (facts + [json.dumps({"megatron_dir": GROUP_VARS["megatron_job_megatron_dir"]})], True),
+        "facts": (facts + [json.dumps({"venv": GROUP_VARS["megatron_job_venv"],
+                                       "megatron_dir": GROUP_VARS["megatron_job_megatron_dir"]})], True),
+        "preflight": ([tool("ansible-playbook"), "-i", str(inventory), str(REPO / "playbooks" / "preflight.yml")], False),
+    }
+    log(f"{size} node(s): warming up")
+    for argv, check in commands.values():
+        run(argv, logfile, check=check)
+    for index in range(args.repeat):
+        log(f"{size} node(s): round {index + 1}/{args.repeat}")
+        result.loads.append(os.getloadavg()[0])
+        for name, (argv, check) in commands.items():
+            result.runs[name].append(run(argv, logfile, check=check))
+    return result
+
+
+def fmt(values: List[Timed]) -> str:
+    seconds = sorted(r.seconds for r in values)
+    return "%.1f (%.1f-%.1f)" % (statistics.median(seconds), seconds[0], seconds[-1])
+
+
+def table(results: List[SizeResult], stack: str, repeat: int) -> str:
+    lines = [
+        f"preflight vs ping, simulated nodes (stack: {stack}), median of {repeat} rounds, seconds (min-max)",
+        "%-6s %-16s %-16s %-16s %-16s %-8s %-5s %-5s %s" % (
+            "nodes", "ping", "facts, no venv", "facts", "preflight", "pf/ping", "goal", "load", "preflight verdict"),
+    ]
+    for r in results:
+        ratio = r.ratio
+        last = r.runs["preflight"][-1] if r.runs["preflight"] else None
+        verdict = (last.verdict or "exit %d" % last.returncode) if last else ""
+        lines.append("%-6d %-16s %-16s %-16s %-16s %-8s %-5s %-5s %s" % (
+            r.nodes, fmt(r.runs["ping"]), fmt(r.runs["facts_no_venv"]), fmt(r.runs["facts"]), fmt(r.runs["preflight"]),
+            "%.2fx" % ratio if ratio else "-", "ok" if ratio is not None and ratio <= GOAL else "MISS",
+            "%.1f" % statistics.mean(r.loads) if r.loads else "-", verdict))
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, nargs="+", default=[1, 3, 6])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--stack", choices=("full", "bare"), default="full")
+    parser.add_argument("--prefix", default="pfbench")
+    parser.add_argument("--keep", action="store_true", help="leave the simulated nodes running")
+    args = parser.parse_args()
+    if args.repeat < 1 or min(args.nodes) < 1:
+        parser.error("--repeat and every --nodes value must be at least 1")
+
+    out = REPO / "bench" / "results" / time.strftime("preflight_vs_ping-%Y%m%d-%H%M%S")
+    out.mkdir(parents=True)
+    results: List[SizeResult] = []
+    try:
+        # Ascending: sim-cluster grows the cluster, and the playbooks provision only new nodes.
+        for size in sorted(set(args.nodes)):
+            results.append(measure(size, args, out))
+    finally:
+        if not args.keep:
+            run([sys.executable, str(SIM_CLUSTER), "down", "--prefix", args.prefix], out / "down.log", check=False)
+    report = table(results, args.stack, args.repeat)
+    print(report)
+    summary = {
+        "stack": args.stack,
+        "repeat": args.repeat,
+        "goal_ratio": GOAL,
+        "host": os.uname().nodename,
+        "cpus": os.cpu_count(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "results": [dict(asdict(r), medians={name: r.median(name) for name in COMMANDS}, ratio=r.ratio)
+                    for r in results],
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (out / "table.txt").write_text(report + "\n")
+    log(f"logs and summary in {out.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

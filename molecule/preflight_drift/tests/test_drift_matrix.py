@@ -1,0 +1,318 @@
+"""The preflight drift fault matrix (issue 6): one component changed on one node at a time.
+
+For every component, the test changes it on node2 or node3, runs the gate, and checks three
+things. The gate fails. Every failure that the clean cluster did not have is on that node.
+Among those failures is the component's own row, as printed in the table. Then it restores the
+node. The clean cluster must give no failure beyond the ones this test bed explains (see
+test_clean_cluster_*). A last run checks that the restores left the cluster clean.
+
+Two kinds of run. Both use the same module and the same action:
+  * playbooks/preflight.yml end to end, as an operator runs it (profile `cpu`: the venv). This
+    is used for the clean cluster, for the final check, and for the torch and Megatron commit
+    drifts;
+  * gate.yml (see that file). It judges the same facts against `cpu` and `cu117`, which covers
+    the CUDA toolkit, cuDNN, NCCL and the driver stand-in. It re-reads only the changed node;
+    the other two nodes' facts come from the clean run.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
+
+import pytest
+
+from conftest import SCENARIO, Cluster, Row, expected_memlock_failures, failures, new_failures
+
+STASH = "/var/tmp/preflight-drift"
+FILES = SCENARIO / "files"
+
+# The rows that the cu117 profile fails on a clean node of this test bed. Their cause is the
+# venv's torch, a CPU build: torch 1.13.1+cu117, DeepSpeed 0.9.2 and apex with CUDA extensions
+# cannot be installed or built without a GPU host and NVIDIA's servers.
+CPU_VENV_UNDER_CU117 = {
+    "torch.version": ("torch", "2.13.0+cpu"),
+    "torch.cuda": ("torch", "None (CPU-only torch)"),
+    "deepspeed.version": ("deepspeed", "0.19.6"),
+    "apex.cuda_ext": ("apex", "not installed"),
+}
+# Known bug, not explained by the test bed: see test_clean_cudnn_header_is_not_a_false_positive.
+CUDNN_HEADER_BUG = ("cudnn.system", "cudnn", "8.6.0 (%s)")
+
+
+# --------------------------------------------------------------------------- the clean cluster
+@pytest.fixture(scope="module")
+def clean_playbook(cluster: Cluster):
+    return cluster.preflight("clean cluster")
+
+
+@pytest.fixture(scope="module")
+def clean_gate(cluster: Cluster):
+    return cluster.gate("clean")
+
+
+def _statuses(rows: Sequence[Row], check: str) -> Set[str]:
+    return {row.status for row in rows if row.check == check}
+
+
+def test_clean_cluster_passes_the_preflight_playbook(cluster: Cluster, clean_playbook) -> None:
+    """No false positive: every FAIL row on the clean cluster is the memlock ceiling, if any."""
+    rows = clean_playbook.rows
+    allowed = expected_memlock_failures(cluster)
+    unexplained = [row for row in failures(rows) if row.key not in allowed]
+    assert not unexplained, "false positives on the clean cluster:\n%s" % "\n".join(map(str, unexplained))
+    assert {row.key for row in failures(rows)} == allowed
+    assert not [row for row in rows if row.status == "WARN"], clean_playbook.output[-6000:]
+    if allowed:
+        assert clean_playbook.rc != 0 and "preflight FAILED for profile cpu on 3 node(s)" in clean_playbook.output
+    else:
+        assert clean_playbook.rc == 0, clean_playbook.output[-6000:]
+    # What the clean stack is made of was really checked, not skipped.
+    for check in ("facts.gathered", "python.version", "torch.version", "deepspeed.version",
+                  "megatron_deepspeed.present", "same.python", "same.torch", "same.deepspeed",
+                  "same.megatron_commit", "same.venv", "same.python_executable", "clock.sync", "ssh.from_head"):
+        assert _statuses(rows, check) == {"pass"}, "%s: %s" % (check, [r for r in rows if r.check == check])
+
+
+def test_clean_cluster_cuda_profile_fails_only_on_the_cpu_venv(cluster: Cluster, clean_gate) -> None:
+    """Judged against cu117, the toolkit, cuDNN, NCCL and driver pass on every node, and the
+    failures are those of a CPU-only venv (and the memlock ceiling), nothing else."""
+    profile = cluster.stack["preflight_drift_cuda_profile"]
+    rows = clean_gate["rows"][profile]
+    allowed = set(expected_memlock_failures(cluster))
+    for node in cluster.nodes:
+        for check, (component, found) in CPU_VENV_UNDER_CU117.items():
+            allowed.add((check, node, component, found))
+        check, component, found = CUDNN_HEADER_BUG
+        allowed.add((check, node, component, found % cluster.stack["preflight_drift_cudnn_header"]))
+    unexplained = [row for row in failures(rows) if row.key not in allowed]
+    assert not unexplained, "false positives under %s:\n%s" % (profile, "\n".join(map(str, unexplained)))
+    for check in ("gpu.present", "driver.version", "cuda.toolkit", "nccl.system", "python.version", "same.driver",
+                  "same.cuda", "same.cudnn", "same.nccl", "same.gpu_model", "same.gpu_count", "clock.sync"):
+        assert _statuses(rows, check) == {"pass"}, "%s: %s" % (check, [r for r in rows if r.check == check])
+    # The cpu verdict of the same facts agrees with the playbook's.
+    cpu_rows = clean_gate["rows"]["cpu"]
+    assert {row.key for row in failures(cpu_rows)} == expected_memlock_failures(cluster)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "preflight bug: cuDNN's header carries MAJOR.MINOR.PATCHLEVEL (8.6.0), never the build number, "
+    "but the cu117 profile expects cuDNN '8.6.0.163' and satisfies('8.6.0', '8.6.0.163') is false, "
+    "so every real cu117 node fails cudnn.system. Fix in _stack_profiles (version '8.6.0', install "
+    "'8.6.0.163') or in check_cudnn_system (compare at the header's precision); then remove this mark "
+    "and CUDNN_HEADER_BUG."))
+def test_clean_cudnn_header_is_not_a_false_positive(cluster: Cluster, clean_gate) -> None:
+    rows = clean_gate["rows"][cluster.stack["preflight_drift_cuda_profile"]]
+    assert _statuses(rows, "cudnn.system") == {"pass"}, [r for r in rows if r.check == "cudnn.system"]
+
+
+# --------------------------------------------------------------------------- the drifts
+@dataclass
+class Drift:
+    id: str
+    node: int  # index into the sorted nodes: 1 = node2, 2 = node3
+    component: str  # the COMPONENT the table must name
+    checks: Tuple[str, ...]  # the checks that must newly fail on that node
+    apply: Callable[[Cluster, str], Optional[Dict[str, str]]]  # returns host vars to override, if any
+    restore: Callable[[Cluster, str], None]
+    playbook: bool = False  # True: playbooks/preflight.yml; False: gate.yml
+    profile: str = "cpu"  # the profile whose verdict must catch it (gate.yml runs)
+
+
+def _site_packages(cluster: Cluster, node: str) -> str:
+    return cluster.sh(node, "ls -d %s/lib/python3*/site-packages" % cluster.venv).strip()
+
+
+def _wheel(cluster: Cluster, node: str, name: str) -> str:
+    return cluster.sh(node, "ls %s/wheels-*/%s" % (cluster.stack["preflight_drift_node_cache"], name)).split()[-1]
+
+
+# driver (stand-in facts, the only stand-in): node3 reports an older driver.
+def _driver(cluster: Cluster, node: str) -> None:
+    path = cluster.stack["preflight_drift_standin_file"]
+    standin = json.loads(cluster.read(node, path))
+    standin["driver"]["version"] = "510.108.03"
+    cluster.write(node, path, json.dumps(standin, indent=4) + "\n")
+
+
+def _driver_restore(cluster: Cluster, node: str) -> None:
+    cluster.write(node, cluster.stack["preflight_drift_standin_file"],
+                  json.dumps(cluster.stack["preflight_drift_standin"], indent=4, sort_keys=True) + "\n")
+
+
+# CUDA: a second toolkit (11.8) installed next to 11.7 and /usr/local/cuda pointed at it.
+def _cuda(cluster: Cluster, node: str) -> None:
+    cluster.sh(node, "mkdir -p /usr/local/cuda-11.8")
+    cluster.write(node, "/usr/local/cuda-11.8/version.json", (FILES / "cuda-11.8.0-version.json").read_text())
+    cluster.sh(node, "ln -sfn /usr/local/cuda-11.8 %s" % cluster.stack["preflight_drift_cuda_link"])
+
+
+def _cuda_restore(cluster: Cluster, node: str) -> None:
+    cluster.sh(node, "ln -sfn %s %s && rm -rf /usr/local/cuda-11.8"
+               % (cluster.stack["preflight_drift_cuda_home"], cluster.stack["preflight_drift_cuda_link"]))
+
+
+def _header(key: str, name: str) -> Callable[[Cluster, str], None]:
+    def change(cluster: Cluster, node: str) -> None:
+        cluster.write(node, cluster.stack[key], (FILES / name).read_text())
+
+    return change
+
+
+# torch: gone from the venv, as `pip uninstall torch` leaves it (moved aside, to restore fast).
+def _torch(cluster: Cluster, node: str) -> None:
+    site = _site_packages(cluster, node)
+    cluster.sh(node, "mkdir -p %s && mv %s/torch %s/torch-*.dist-info %s/" % (STASH, site, site, STASH))
+
+
+def _torch_restore(cluster: Cluster, node: str) -> None:
+    cluster.sh(node, "mv %s/torch %s/torch-*.dist-info %s/" % (STASH, STASH, _site_packages(cluster, node)))
+
+
+# DeepSpeed: `pip install -U deepspeed` on one node (0.19.7, past Megatron-DeepSpeed HEAD's range).
+def _deepspeed_version(version: str) -> Callable[[Cluster, str], None]:
+    def change(cluster: Cluster, node: str) -> None:
+        wheel = _wheel(cluster, node, "deepspeed-%s-py3-none-any.whl" % version)
+        cluster.sh(node, "%s/bin/pip install --quiet --no-deps --no-index --no-compile %s" % (cluster.venv, wheel))
+
+    return change
+
+
+# Python: the venv rebuilt at the same path with another interpreter (PyPy 3.9).
+def _python(cluster: Cluster, node: str) -> None:
+    cluster.sh(node, "mv {0} {0}.drift-clean && pypy3 -m venv --without-pip {0}".format(cluster.venv))
+
+
+def _python_restore(cluster: Cluster, node: str) -> None:
+    cluster.sh(node, "test -d {0}.drift-clean && rm -rf {0} && mv {0}.drift-clean {0}".format(cluster.venv))
+
+
+# Python executable: the venv has no bin/python (only python3), so the launcher's path is missing.
+def _executable(cluster: Cluster, node: str) -> None:
+    target = cluster.sh(node, "readlink %s/bin/python" % cluster.venv).strip()
+    assert target, "bin/python is not a link"
+    cluster.sh(node, "mkdir -p %s && echo %s > %s/python-link && rm %s/bin/python" % (STASH, target, STASH, cluster.venv))
+
+
+def _executable_restore(cluster: Cluster, node: str) -> None:
+    cluster.sh(node, "ln -s \"$(cat %s/python-link)\" %s/bin/python" % (STASH, cluster.venv))
+
+
+# venv path: the node's venv lives elsewhere, and its inventory says so.
+def _venv_path(cluster: Cluster, node: str) -> Dict[str, str]:
+    moved = cluster.venv + "-" + node
+    cluster.sh(node, "mv %s %s" % (cluster.venv, moved))
+    return {"megatron_job_venv": moved}
+
+
+def _venv_path_restore(cluster: Cluster, node: str) -> None:
+    cluster.sh(node, "mv %s-%s %s" % (cluster.venv, node, cluster.venv))
+
+
+# Megatron-DeepSpeed: node3 checked out the previous commit.
+def _megatron(cluster: Cluster, node: str) -> None:
+    cluster.sh(node, "git -c safe.directory='*' -C %s checkout -q --detach HEAD~1" % cluster.megatron_dir)
+
+
+def _megatron_restore(cluster: Cluster, node: str) -> None:
+    cluster.sh(node, "git -c safe.directory='*' -C %s checkout -q main" % cluster.megatron_dir)
+
+
+# memlock: a later limits.d file caps it (pam_limits applies files in order, the last one wins).
+MEMLOCK_DRIFT_FILE = "/etc/security/limits.d/95-preflight-drift.conf"
+
+
+def _memlock(cluster: Cluster, node: str) -> None:
+    cluster.write(node, MEMLOCK_DRIFT_FILE, "".join(
+        "%-10s %-6s memlock  1024\n" % (who, kind) for who in ("*", "root") for kind in ("soft", "hard")))
+
+
+def _memlock_restore(cluster: Cluster, node: str) -> None:
+    cluster.sh(node, "rm -f %s" % MEMLOCK_DRIFT_FILE)
+
+
+CUDA = "cu117"
+DRIFTS = [
+    Drift("driver-standin", 2, "driver", ("driver.version", "same.driver"), _driver, _driver_restore, profile=CUDA),
+    Drift("cuda", 1, "cuda", ("cuda.toolkit", "same.cuda"), _cuda, _cuda_restore, profile=CUDA),
+    Drift("cudnn", 2, "cudnn", ("cudnn.system", "same.cudnn"),
+          _header("preflight_drift_cudnn_header", "cudnn_version-8.9.7.h"),
+          _header("preflight_drift_cudnn_header", "cudnn_version-8.6.0.h"), profile=CUDA),
+    Drift("nccl", 1, "nccl", ("nccl.system", "same.nccl"),
+          _header("preflight_drift_nccl_header", "nccl-2.18.3.h"),
+          _header("preflight_drift_nccl_header", "nccl-2.16.5.h"), profile=CUDA),
+    Drift("torch", 1, "torch", ("torch.version", "same.torch"), _torch, _torch_restore, playbook=True),
+    Drift("deepspeed", 2, "deepspeed", ("deepspeed.version", "same.deepspeed"),
+          _deepspeed_version("0.19.7"), _deepspeed_version("0.19.6")),
+    Drift("python-version", 2, "python", ("python.version", "same.python"), _python, _python_restore),
+    Drift("python-executable", 1, "venv", ("same.python_executable",), _executable, _executable_restore),
+    Drift("megatron-commit", 2, "megatron_deepspeed", ("same.megatron_commit",), _megatron, _megatron_restore,
+          playbook=True),
+    Drift("venv-path", 1, "venv", ("same.venv", "same.python_executable"), _venv_path, _venv_path_restore),
+    Drift("memlock", 1, "memlock", ("memlock.unlimited",), _memlock, _memlock_restore),
+]
+
+
+@pytest.mark.parametrize("drift", DRIFTS, ids=[drift.id for drift in DRIFTS])
+def test_drift_fails_naming_the_node_and_the_component(cluster: Cluster, clean_playbook, clean_gate,
+                                                       drift: Drift) -> None:
+    node = cluster.nodes[drift.node]
+    other_plane: List[Row] = []
+    try:
+        host_vars = drift.apply(cluster, node) or {}
+        extra = [cluster.extra_inventory(drift.id, {node: host_vars})] if host_vars else []
+        if drift.playbook:
+            run = cluster.preflight("drift " + drift.id, extra)
+            assert run.rc != 0, run.output[-6000:]
+            assert "preflight FAILED" in run.output
+            new = new_failures(run.rows, clean_playbook.rows)
+            output = run.output
+        else:
+            gate = cluster.gate(drift.id, gather=node, baseline=clean_gate["path"], extra_inventories=extra)
+            verdict = gate["results"][drift.profile]
+            assert verdict["failures"] and verdict["msg"].startswith("preflight FAILED"), verdict["msg"]
+            new = new_failures(gate["rows"][drift.profile], clean_gate["rows"][drift.profile])
+            output = verdict["msg"]
+            if drift.profile != "cpu":
+                other_plane = new_failures(gate["rows"]["cpu"], clean_gate["rows"]["cpu"])
+    finally:
+        drift.restore(cluster, node)
+
+    shown = "\n".join(map(str, new))
+    assert new, "preflight did not notice the %s drift on %s:\n%s" % (drift.id, node, output[-6000:])
+    assert {row.node for row in new} == {node}, "failures on nodes that did not change:\n" + shown
+    assert drift.component in {row.component for row in new}, shown
+    assert set(drift.checks) <= {row.check for row in new}, shown
+    # The table a person reads names them too, one FAIL line per check with node and component.
+    for row in new:
+        if row.check in drift.checks:
+            assert row.fix and node in row.fix, row
+    # A CUDA component does not matter to the cpu profile: the same facts pass there.
+    assert not other_plane, "the cpu profile failed on a CUDA-only drift:\n" + "\n".join(map(str, other_plane))
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "gpu_stack_facts/preflight bug: when `import torch` fails but torch's dist-info is still there "
+    "(a half-removed or corrupted install), the probe reports torch.version from the metadata and "
+    "only sets torch.error; check_torch_version passes on the version and nothing reads the error, "
+    "so a node that cannot import torch passes preflight. Fix: fail torch.version (and deepspeed) "
+    "when torch.error is set; then remove this mark."))
+def test_torch_that_cannot_import_fails(cluster: Cluster, clean_gate) -> None:
+    node = cluster.nodes[1]
+    site = _site_packages(cluster, node)
+    try:
+        cluster.sh(node, "mkdir -p %s && mv %s/torch %s/torch-broken" % (STASH, site, STASH))
+        gate = cluster.gate("torch-not-importable", gather=node, baseline=clean_gate["path"])
+    finally:
+        cluster.sh(node, "mv %s/torch-broken %s/torch" % (STASH, site))
+    if not gate["facts"][node]["torch"]["error"]:
+        pytest.fail("the drift did not break `import torch` on %s" % node)  # not the known bug: fail
+    new = new_failures(gate["rows"]["cpu"], clean_gate["rows"]["cpu"])
+    assert any(row.check == "torch.version" and row.node == node for row in new), gate["results"]["cpu"]["msg"]
+
+
+def test_cluster_is_clean_again_after_the_matrix(cluster: Cluster, clean_playbook) -> None:
+    """Every restore worked: the end-to-end verdict is the clean cluster's again."""
+    run = cluster.preflight("clean again")
+    assert {row.key for row in failures(run.rows)} == {row.key for row in failures(clean_playbook.rows)}, run.output[-6000:]
+    assert run.rc == clean_playbook.rc
