@@ -35,6 +35,7 @@ image: docker
 setup: venv image
 
 sim-up: setup
+	$(PY) tests/wheelhouse/fill.py --profile cpu --python 3.11
 	$(PY) scripts/sim-cluster up --nodes $(SIM_NODES)
 
 sim-down: venv
