@@ -1,0 +1,123 @@
+"""Helpers of the launch scenario's verifier: run the collection's playbooks against the
+scenario's inventory as an operator would, read files and processes on the nodes."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+import testinfra
+
+SCENARIO_DIR = Path(__file__).resolve().parents[1]
+PROJECT_DIR = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", SCENARIO_DIR.parents[1]))
+INVENTORY = os.environ.get("MOLECULE_INVENTORY_FILE", "")
+NODES = ["node1", "node2", "node3"]
+RANKS_PER_NODE = 2
+WORKDIR = "/opt/megatron/jobs/sim-gpt"
+LOG_DIR = WORKDIR + "/logs"
+BURNIN_DIR = WORKDIR + "/burnin"
+BURNIN_LOG = LOG_DIR + "/burnin.log"
+BURNIN_CKPT = BURNIN_DIR + "/checkpoints"
+TRAIN_LOG = LOG_DIR + "/train.log"
+TRAIN_CKPT = "/shared/checkpoints/sim-gpt"
+DATA_PREFIX = "/shared/data/sim_text_document"
+MEGATRON_DIR = "/opt/megatron/Megatron-DeepSpeed"
+# With MEGATRON_DS_SRC the scenario installs that real checkout; without, a toy repository.
+REAL_MDS = bool(os.environ.get("MEGATRON_DS_SRC"))
+START_MARK = "=== megatron_launch "
+RANK_PATTERN = r"python[0-9.]* -u ([^ ]*/)?(burnin_gpt|pretrain_gpt)\.py( |$)"
+
+
+def node(name: str):
+    return testinfra.get_host("ansible://%s?ansible_inventory=%s" % (name, INVENTORY))
+
+
+def playbook(name: str, extra_vars: Optional[Dict[str, Any]] = None, timeout: int = 900) -> Tuple[int, str]:
+    """ansible-playbook playbooks/<name> on the scenario inventory; (rc, output on one line)."""
+    env = dict(os.environ)
+    env.update(
+        ANSIBLE_CONFIG=str(PROJECT_DIR / "ansible.cfg"),
+        ANSIBLE_COLLECTIONS_PATH=str(PROJECT_DIR / ".collections"),
+        ANSIBLE_ROLES_PATH=str(PROJECT_DIR / "roles"),
+        ANSIBLE_CACHE_PLUGIN="memory",
+        ANSIBLE_FORCE_COLOR="0",
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_PIPELINING="True",
+    )
+    command = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", INVENTORY,
+               str(PROJECT_DIR / "playbooks" / name)]
+    if extra_vars:
+        command += ["-e", json.dumps(extra_vars)]
+    started = time.monotonic()
+    result = subprocess.run(command, env=env, cwd=PROJECT_DIR, text=True, capture_output=True,
+                            timeout=timeout, check=False)
+    output = result.stdout + result.stderr
+    elapsed = time.monotonic() - started
+    print("--- %s %s: rc %d in %.0f s\n%s" % (name, extra_vars or "", result.returncode, elapsed, output[-6000:]))
+    return result.returncode, " ".join(output.replace("\\n", " ").split())
+
+
+def status() -> Dict[str, Any]:
+    """status.yml's JSON report."""
+    with tempfile.TemporaryDirectory() as tmp:
+        dest = os.path.join(tmp, "status.json")
+        rc, output = playbook("status.yml", {"megatron_launch_status_dest": dest})
+        assert rc == 0, output
+        with open(dest, encoding="utf-8") as handle:
+            return json.load(handle)
+
+
+def ranks(name: str) -> List[str]:
+    """Command lines of the burn-in / pretrain rank processes on a node."""
+    out = node(name).run("pgrep -af %s", RANK_PATTERN)
+    return [line for line in out.stdout.splitlines() if line.strip()]
+
+
+def run_log(path: str, host: str = "node1") -> List[str]:
+    """The lines of the last launch in a log (from its last start marker on)."""
+    text = node(host).file(path).content_string if node(host).file(path).exists else ""
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith(START_MARK) and ": start " in line]
+    return lines[starts[-1]:] if starts else []
+
+
+def start_markers(path: str, host: str = "node1") -> int:
+    target = node(host).file(path)
+    if not target.exists:
+        return 0
+    return sum(1 for line in target.content_string.splitlines()
+               if line.startswith(START_MARK) and ": start " in line)
+
+
+def burnin_results(lines: List[str]) -> List[Dict[str, Any]]:
+    """Every rank's BURNIN_RESULT, with the pdsh prefix (the node that printed it) added.
+
+    Two ranks of a node share stdout, and print() writes text and newline separately, so one
+    line can carry two results: each JSON object is decoded where it starts."""
+    decoder = json.JSONDecoder()
+    results = []
+    for line in lines:
+        prefix = re.match(r"^(\S+): ", line)
+        start = line.find("BURNIN_RESULT ")
+        while start >= 0:
+            value, end = decoder.raw_decode(line, start + len("BURNIN_RESULT "))
+            value["pdsh_prefix"] = prefix.group(1) if prefix else None
+            results.append(value)
+            start = line.find("BURNIN_RESULT ", end)
+    return results
+
+
+def checkpoint_files(host: str, directory: str, tag: str) -> List[str]:
+    out = node(host).run("ls -1 %s", "%s/%s" % (directory, tag))
+    return sorted(out.stdout.split()) if out.rc == 0 else []
+
+
+def latest(host: str, directory: str) -> Optional[str]:
+    target = node(host).file(directory + "/latest")
+    return target.content_string.strip() if target.exists else None

@@ -1,0 +1,122 @@
+"""The burn-in across the three nodes through pdsh, status, stop (SIGTERM saves) and resume.
+
+The tests run in file order and build on each other: a finished burn-in, then a long one that is
+stopped and resumed from the tag the stop saved.
+"""
+from __future__ import annotations
+
+import re
+import time
+
+from launch_helpers import (BURNIN_CKPT, BURNIN_DIR, BURNIN_LOG, NODES, RANKS_PER_NODE, burnin_results,
+                            checkpoint_files, latest, playbook, ranks, run_log, status)
+
+STOP_CKPT = BURNIN_DIR + "/checkpoints-stop"
+STEPS = 20
+
+
+def test_burnin_runs_on_every_node_through_pdsh_and_the_loss_goes_down():
+    rc, output = playbook("burnin.yml")
+    assert rc == 0, output
+    assert "Burn-in passed on 3 node(s)" in output
+    for name in NODES:  # the per-node table
+        assert re.search(r"%s\s+%d\s+[0-9.]+\s+[0-9.]+" % (name, RANKS_PER_NODE), output), name
+
+    lines = run_log(BURNIN_LOG)
+    results = burnin_results(lines)
+    assert len(results) == len(NODES) * RANKS_PER_NODE, lines[-30:]
+    # Every rank printed through pdsh from its own node (the prefix) and reports that host.
+    for name in NODES:
+        here = [r for r in results if r["hostname"] == name]
+        assert len(here) == RANKS_PER_NODE, (name, results)
+        assert {r["pdsh_prefix"] for r in here} == {name}
+        assert sorted(r["local_rank"] for r in here) == list(range(RANKS_PER_NODE))
+    assert sorted(r["rank"] for r in results) == list(range(len(NODES) * RANKS_PER_NODE))
+    rank0 = next(r for r in results if r["rank"] == 0)
+    assert rank0["world"] == 6 and rank0["device"] == "cpu" and rank0["final_step"] == STEPS
+    assert rank0["final_loss"] < rank0["initial_loss"], rank0
+    # The DeepSpeed launcher went multi-node over pdsh, with the CPU accelerator (gloo).
+    joined = "\n".join(lines)
+    assert "pdsh -S -f 1024 -w node1,node2,node3" in joined or "cmd = pdsh" in joined, lines[:40]
+
+
+def test_burnin_checkpoint_is_in_deepspeed_layout_with_shards_on_their_nodes():
+    tag = "global_step%d" % STEPS
+    assert latest("node1", BURNIN_CKPT) == tag
+    files = {name: checkpoint_files(name, BURNIN_CKPT, tag) for name in NODES}
+    # Global rank 0 (node1) writes the model states and `latest`; every rank its optimizer shard.
+    assert "mp_rank_00_model_states.pt" in files["node1"], files
+    for index, name in enumerate(NODES):
+        shards = ["zero_pp_rank_%d_mp_rank_00_optim_states.pt" % (index * RANKS_PER_NODE + r)
+                  for r in range(RANKS_PER_NODE)]
+        for shard in shards:
+            assert shard in files[name], (name, files)
+
+
+def test_status_reports_the_finished_burnin():
+    report = status()
+    assert report["job"] == "burnin" and report["state"] == "finished", report
+    assert report["launcher_rc"] == 0
+    assert report["iteration"] == STEPS and report["ranks_alive"] == 0
+    assert report["checkpoint_latest"] == "global_step%d" % STEPS
+    assert set(report["nodes"]) == set(NODES)
+
+
+def test_stop_saves_a_checkpoint_and_resume_continues_from_its_step():
+    rc, output = playbook("burnin.yml", {
+        "megatron_launch_burnin_wait": False,
+        "megatron_launch_burnin_steps": 100000,
+        "megatron_launch_burnin_checkpoint_dir": STOP_CKPT,
+    })
+    assert rc == 0, output
+    deadline = time.monotonic() + 300
+    report = {}
+    while time.monotonic() < deadline:
+        report = status()
+        if report["state"] == "running" and (report["iteration"] or 0) >= 3:
+            break
+        assert report["state"] in ("starting", "running"), report
+        time.sleep(3)
+    assert report["state"] == "running", report
+    assert report["ranks_alive"] == len(NODES) * RANKS_PER_NODE
+    for name in NODES:
+        assert report["nodes"][name]["ranks"] == RANKS_PER_NODE
+        assert report["nodes"][name]["local_ranks"] == list(range(RANKS_PER_NODE))
+
+    rc, output = playbook("stop.yml")
+    assert rc == 0, output
+    assert "every rank saved on SIGTERM" in output
+    for name in NODES:
+        assert ranks(name) == [], (name, ranks(name))
+    tag = latest("node1", STOP_CKPT)
+    assert tag and tag.startswith("global_step"), tag
+    step = int(tag[len("global_step"):])
+    assert step >= 3
+    assert "latest checkpoint: %s/%s" % (STOP_CKPT, tag) in output
+    lines = run_log(BURNIN_LOG)
+    assert any("BURNIN checkpoint %s/%s (SIGTERM)" % (STOP_CKPT, tag) in line for line in lines), lines[-20:]
+    assert any("launcher exited rc=0" in line for line in lines), lines[-10:]
+    # Without shared storage node2 and node3 hold only their own shards, and no `latest`.
+    assert latest("node2", STOP_CKPT) is None and latest("node3", STOP_CKPT) is None
+    assert "mp_rank_00_model_states.pt" not in checkpoint_files("node2", STOP_CKPT, tag)
+    assert status()["state"] == "stopped"
+
+    rc, output = playbook("burnin.yml", {
+        "megatron_launch_burnin_resume": True,
+        "megatron_launch_burnin_steps": step + 5,
+        "megatron_launch_burnin_checkpoint_dir": STOP_CKPT,
+    })
+    assert rc == 0, output
+    assert "Resuming from %s/%s" % (STOP_CKPT, tag) in output
+    # node1 gathers node2's and node3's shards; node2 and node3 get the model states and `latest`.
+    assert "%s (" % tag in output and "copied to node1, node2, node3" in output
+    lines = run_log(BURNIN_LOG)
+    assert any(re.search(r"BURNIN resumed from %s/%s\S* at step %d\b" % (re.escape(STOP_CKPT), tag, step), line)
+               for line in lines), lines[:60]
+    rank0 = next(r for r in burnin_results(lines) if r["rank"] == 0)
+    assert rank0["start_step"] == step and rank0["final_step"] == step + 5, rank0
+    assert latest("node1", STOP_CKPT) == "global_step%d" % (step + 5)
+    # The resumed tag was copied to every node before any rank started.
+    for name in ("node2", "node3"):
+        assert latest(name, STOP_CKPT) == tag
+        assert "mp_rank_00_model_states.pt" in checkpoint_files(name, STOP_CKPT, tag)

@@ -1,0 +1,58 @@
+"""The real Megatron-DeepSpeed pretrain_gpt.py across the three nodes (only with MEGATRON_DS_SRC):
+NullTokenizer data made by prepare_data.yml and staged to every node, train.yml until the first
+iterations, stop.yml (every rank saves on SIGTERM), train.yml again (resumes from that step)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+
+import pytest
+
+from launch_helpers import (DATA_PREFIX, NODES, REAL_MDS, TRAIN_CKPT, TRAIN_LOG, latest, node, playbook, ranks,
+                            run_log)
+
+pytestmark = pytest.mark.skipif(not REAL_MDS, reason="needs a Megatron-DeepSpeed checkout: set MEGATRON_DS_SRC")
+
+
+def test_prepare_data_tokenises_on_the_head_and_stages_to_every_node():
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = os.path.join(tmp, "corpus.jsonl")
+        with open(corpus, "w", encoding="utf-8") as handle:
+            for doc in range(400):
+                tokens = [str((doc * 7 + i * 13) % 997 + 1) for i in range(60 + doc % 140)]
+                handle.write(json.dumps({"text": " ".join(tokens)}) + "\n")
+        rc, output = playbook("prepare_data.yml", {"megatron_launch_data_input": corpus})
+    assert rc == 0, output
+    for name in NODES:
+        for ext in (".bin", ".idx"):
+            assert node(name).file(DATA_PREFIX + ext).size > 0, (name, ext)
+
+
+def test_pretrain_runs_across_the_nodes_stops_with_a_save_and_resumes():
+    rc, output = playbook("train.yml", {"megatron_launch_wait": 3})
+    assert rc == 0, output
+    lines = run_log(TRAIN_LOG)
+    for name in NODES:  # every node's launcher started its ranks (pdsh prefixes)
+        assert any(line.startswith("%s: " % name) and "spawned with command" in line and "pretrain_gpt.py" in line
+                   for line in lines), name
+
+    rc, output = playbook("stop.yml")
+    assert rc == 0, output
+    assert "every rank saved on SIGTERM" in output
+    for name in NODES:
+        assert ranks(name) == []
+    tag = latest("node1", TRAIN_CKPT)
+    step = int(tag[len("global_step"):])
+    assert any("exiting program after receiving SIGTERM" in line for line in run_log(TRAIN_LOG))
+
+    rc, output = playbook("train.yml", {"megatron_launch_wait": 1})
+    assert rc == 0, output
+    assert "Resuming from %s/%s (TP 1, PP 1)" % (TRAIN_CKPT, tag) in output
+    lines = run_log(TRAIN_LOG)
+    assert any(re.search(r"successfully loaded checkpoint from %s .*at iteration %d\b" % (TRAIN_CKPT, step), line)
+               for line in lines), lines[-40:]
+    assert any(re.search(r"\biteration\s+%d/" % (step + 1), line) for line in lines)
+    rc, output = playbook("stop.yml")
+    assert rc == 0, output

@@ -1,0 +1,56 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, megatron_ds.cluster developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters of the megatron_launch role: launch checks, burn-in report, checkpoint shape.
+
+The logic lives in module_utils/_launch.py; each filter is a thin adapter.
+
+* ``rank_pattern(script)``: the pgrep/pkill -f regex of the script's rank processes.
+* ``data_files(data_path)``: the .bin/.idx files of Megatron's --data-path.
+* ``prelaunch_problems(probes, required, ssh, head, script, user)``: every reason not to start.
+* ``burnin_report(results, nodes, ranks_per_node, threshold)`` and ``burnin_table(report)``.
+* ``checkpoint_shape(files)``: TP/PP/DP of a DeepSpeed checkpoint tag from its file names.
+* ``checkpoint_step(tag)``: global_stepN -> N.
+* ``checkpoint_lacking(checkpoints, tag)``: the nodes that lack part of a checkpoint tag.
+* ``ssh_sweep(lines, addresses)``: the head node's ssh sweep, by node.
+* ``job_status(probes, head, rank0, record)`` and ``status_lines(status)``: status.yml's report.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _launch
+
+
+def _adapt(func: Callable[..., Any], name: str) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise AnsibleFilterError("megatron_ds.cluster.%s: %s" % (name, exc)) from exc
+
+    wrapper.__name__ = name
+    wrapper.__doc__ = func.__doc__
+    return wrapper
+
+
+class FilterModule:
+    """Launch filters of megatron_ds.cluster."""
+
+    def filters(self) -> Dict[str, Callable[..., Any]]:
+        table = {
+            "rank_pattern": _launch.rank_pattern,
+            "data_files": _launch.data_files,
+            "prelaunch_problems": _launch.prelaunch_problems,
+            "burnin_report": _launch.burnin_report,
+            "burnin_table": _launch.burnin_table,
+            "checkpoint_shape": _launch.checkpoint_shape,
+            "checkpoint_step": _launch.step_of,
+            "checkpoint_lacking": _launch.checkpoint_lacking,
+            "ssh_sweep": _launch.parse_ssh_sweep,
+            "job_status": _launch.job_status,
+            "status_lines": _launch.status_lines,
+        }
+        return {name: _adapt(func, name) for name, func in table.items()}

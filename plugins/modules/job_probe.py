@@ -1,0 +1,276 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, megatron_ds.cluster developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: job_probe
+author: megatron_ds.cluster developers (@megatron-ds)
+version_added: 1.0.0
+short_description: Read the state of a Megatron-DeepSpeed job on one node
+description:
+  - One read-only call per node that answers what the launch, status and stop steps of the
+    C(megatron_launch) role need to know.
+  - Which processes listen on given TCP ports (the rendezvous port), from C(/proc/net/tcp) and
+    C(/proc/net/tcp6). The owning process is found through C(/proc/<pid>/fd), which needs root
+    for other users' processes.
+  - Which rank processes of a training script run here (C(<python> -u <script> --local_rank=N)),
+    matched like C(pgrep -f) with O(rank_pattern).
+  - Whether given paths exist (the dataset's C(.bin)/C(.idx), C(pretrain_gpt.py)).
+  - Whether the launcher process in O(pid_file) is alive.
+  - What the job log says from a byte offset on (iterations, loss, tokens/s, TFLOP/s, saved and
+    loaded checkpoints, the launcher's exit status, burn-in results, error lines).
+  - The DeepSpeed checkpoint directory, its C(latest) tag and that tag's shape (TP, PP, DP)
+    inferred from the file names.
+  - Changes nothing.
+options:
+  ports:
+    description: TCP ports whose listeners to report.
+    type: list
+    elements: int
+    default: []
+  rank_pattern:
+    description:
+      - Extended regular expression matched (search) against every process's command line.
+      - The role builds it from the script name so that it matches the ranks only, not the
+        DeepSpeed runner, pdsh or C(deepspeed.launcher.launch).
+    type: str
+  paths:
+    description: Paths whose existence and size to report.
+    type: list
+    elements: path
+    default: []
+  pid_file:
+    description: A file holding the launcher's pid.
+    type: path
+  log_file:
+    description: The job log to summarise.
+    type: path
+  log_offset:
+    description: Byte offset where this run's part of the log starts.
+    type: int
+    default: 0
+  log_max_bytes:
+    description: Read at most this many bytes from the end of the log.
+    type: int
+    default: 4194304
+  log_tail:
+    description: Number of last log lines to return verbatim.
+    type: int
+    default: 15
+  checkpoint_dir:
+    description: A DeepSpeed checkpoint directory (C(--save)).
+    type: path
+  checkpoint_tag:
+    description:
+      - The tag whose files to list and measure. Default the tag in the directory's C(latest) file.
+      - Another node's C(latest) tag is given here to find what this node lacks of it.
+    type: str
+  record_file:
+    description: A JSON file written by the launch (what was started, where, when) to return parsed.
+    type: path
+attributes:
+  check_mode:
+    description: Reads only; runs the same in check mode.
+    support: full
+  diff_mode:
+    description: Changes nothing, so there is no diff.
+    support: none
+  platform:
+    description: Linux (reads C(/proc)).
+    platforms: posix
+    support: full
+notes:
+  - Run it with C(become=true) to see the owners of listening sockets and every user's processes.
+seealso:
+  - name: Megatron-DeepSpeed training log format
+    description: The iteration line this module parses (C(megatron/training.py) training_log).
+    link: https://github.com/deepspeedai/Megatron-DeepSpeed
+"""
+
+EXAMPLES = r"""
+- name: Launch | Probe every node before starting
+  megatron_ds.cluster.job_probe:
+    ports: [29500]
+    rank_pattern: 'python[0-9.]* -u ([^ ]*/)?pretrain_gpt\.py( |$)'
+    paths:
+      - /shared/data/my-gpt_text_document.bin
+      - /shared/data/my-gpt_text_document.idx
+  become: true
+  register: probe
+
+- name: Status | Read the log and the checkpoint on the head node
+  megatron_ds.cluster.job_probe:
+    log_file: /opt/megatron/jobs/gpt/logs/train.log
+    checkpoint_dir: /shared/checkpoints/gpt
+    pid_file: /opt/megatron/jobs/gpt/logs/launcher.pid
+  become: true
+"""
+
+RETURN = r"""
+listeners:
+  description: Per port (as a string), the processes listening on it; an empty list means free.
+  returned: always
+  type: dict
+  sample: {"29500": [{"pid": 4242, "cmdline": "python3 -m http.server 29500"}]}
+ranks:
+  description: Rank processes matching O(rank_pattern).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"pid": 5120, "uid": 2000, "local_rank": 0, "cmdline": "/opt/megatron/venv/bin/python3 -u pretrain_gpt.py --local_rank=0 ..."}]
+paths:
+  description: Per path, C(exists) and C(size).
+  returned: always
+  type: dict
+launcher:
+  description: The launcher's pid from O(pid_file) and whether it is alive; empty without O(pid_file).
+  returned: always
+  type: dict
+  sample: {"pid": 4000, "alive": true}
+log:
+  description:
+    - The log summary (see C(module_utils/_launch.py) C(parse_log)) plus C(tail) (last lines),
+      C(size) (bytes) and C(exists).
+    - C(last) holds the last iteration with C(iteration), C(train_iters), C(lm_loss),
+      C(tokens_per_gpu_per_second), C(tflops) when logged.
+  returned: always
+  type: dict
+checkpoint:
+  description:
+    - C(exists), C(latest) (the tag in the C(latest) file), C(latest_step), C(tags) (every
+      C(global_stepN) directory, ascending), C(tag) (O(checkpoint_tag), else C(latest)), C(files)
+      (names in that tag), C(shape) (TP, PP, DP, C(no_pipeline_parallel) inferred from those names)
+      and C(iteration) (Megatron's C(latest_checkpointed_iteration.txt)).
+  returned: always
+  type: dict
+record:
+  description: The parsed O(record_file), or null when it does not exist.
+  returned: always
+  type: dict
+"""
+
+import json
+import os
+import re
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _launch
+
+
+ARGUMENT_SPEC = dict(
+    ports=dict(type="list", elements="int", default=[]),
+    rank_pattern=dict(type="str"),
+    paths=dict(type="list", elements="path", default=[]),
+    pid_file=dict(type="path"),
+    log_file=dict(type="path"),
+    log_offset=dict(type="int", default=0),
+    log_max_bytes=dict(type="int", default=4 * 1024 * 1024),
+    log_tail=dict(type="int", default=15),
+    checkpoint_dir=dict(type="path"),
+    checkpoint_tag=dict(type="str"),
+    record_file=dict(type="path"),
+)
+
+
+def _read(path):
+    try:
+        with open(path, "r", encoding="utf-8", errors="replace") as handle:
+            return handle.read().strip()
+    except (IOError, OSError):
+        return None
+
+
+def _checkpoint(directory, tag=None):
+    info = {"dir": directory, "exists": os.path.isdir(directory), "latest": None, "latest_step": None,
+            "tags": [], "tag": tag, "files": [], "shape": None, "iteration": None}
+    if not info["exists"]:
+        return info
+    info["latest"] = _read(os.path.join(directory, "latest"))
+    info["latest_step"] = _launch.step_of(info["latest"])
+    iteration = _read(os.path.join(directory, "latest_checkpointed_iteration.txt"))
+    info["iteration"] = int(iteration) if iteration and iteration.isdigit() else iteration
+    tags = []
+    for name in os.listdir(directory):
+        step = _launch.step_of(name)
+        if step is not None and os.path.isdir(os.path.join(directory, name)):
+            tags.append((step, name))
+    info["tags"] = [name for step, name in sorted(tags)]
+    info["tag"] = tag or info["latest"]
+    if info["tag"] and os.path.isdir(os.path.join(directory, info["tag"])):
+        info["files"] = sorted(os.listdir(os.path.join(directory, info["tag"])))
+        info["shape"] = _launch.checkpoint_shape(info["files"])
+    return info
+
+
+def _log(module):
+    path = module.params["log_file"]
+    summary = {"file": path, "exists": bool(path) and os.path.isfile(path), "size": None, "tail": []}
+    if not summary["exists"]:
+        return summary
+    try:
+        lines, size = _launch.tail_text(path, module.params["log_offset"], module.params["log_max_bytes"])
+    except (IOError, OSError) as exc:
+        summary["error"] = str(exc)
+        return summary
+    summary.update(_launch.parse_log(lines))
+    summary["size"] = size
+    tail = module.params["log_tail"]
+    summary["tail"] = [line[:400] for line in lines[-tail:]] if tail > 0 else []
+    return summary
+
+
+def _launcher(pid_file):
+    if not pid_file:
+        return {}
+    text = _read(pid_file)
+    if not text or not text.isdigit():
+        return {"pid": None, "alive": False, "pid_file": pid_file}
+    pid = int(text)
+    # /proc/<pid> of a zombie still exists; its state says it is gone.
+    alive = False
+    stat = _read("/proc/%d/stat" % pid)
+    if stat:
+        alive = stat.rsplit(")", 1)[-1].split()[0:1] != ["Z"]
+    return {"pid": pid, "alive": alive, "pid_file": pid_file}
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    params = module.params
+    listeners = _launch.scan_listeners(params["ports"]) if params["ports"] else {}
+    ranks = []
+    if params["rank_pattern"]:
+        try:
+            ranks = _launch.scan_processes(params["rank_pattern"], exclude=[os.getpid(), os.getppid()])
+        except re.error as exc:
+            module.fail_json(msg="job_probe: rank_pattern %r is not a valid regular expression: %s"
+                             % (params["rank_pattern"], exc))
+    paths = {}
+    for path in params["paths"]:
+        paths[path] = {"exists": os.path.exists(path),
+                       "size": os.path.getsize(path) if os.path.isfile(path) else None}
+    record = None
+    if params["record_file"]:
+        text = _read(params["record_file"])
+        if text:
+            try:
+                record = json.loads(text)
+            except ValueError:
+                record = None
+    module.exit_json(
+        changed=False,
+        listeners=dict((str(port), owners) for port, owners in listeners.items()),
+        ranks=ranks,
+        paths=paths,
+        launcher=_launcher(params["pid_file"]),
+        log=_log(module),
+        checkpoint=_checkpoint(params["checkpoint_dir"], params["checkpoint_tag"]) if params["checkpoint_dir"] else {},
+        record=record,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,29 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, megatron_ds.cluster developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The megatron_launch filters: every name resolves to its _launch function, errors become
+AnsibleFilterError."""
+from __future__ import annotations
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.megatron_ds.cluster.plugins.filter.megatron_launch import FilterModule
+
+FILTERS = FilterModule().filters()
+
+
+@pytest.mark.parametrize("name, args, expected", [
+    ("rank_pattern", ("pretrain_gpt.py",), r"python[0-9.]* -u ([^ ]*/)?pretrain_gpt\.py( |$)"),
+    ("data_files", ("/d/x",), ["/d/x.bin", "/d/x.idx"]),
+    ("checkpoint_step", ("global_step3",), 3),
+    ("ssh_sweep", (["ok a"], {"n": "a"}), {"n": {"rc": 0, "msg": ""}}),
+])
+def test_filters(name, args, expected):
+    assert FILTERS[name](*args) == expected
+
+
+@pytest.mark.parametrize("name, args", [("rank_pattern", ("",)), ("checkpoint_shape", (None,))])
+def test_errors_become_filter_errors(name, args):
+    with pytest.raises(AnsibleFilterError, match="megatron_ds.cluster.%s" % name):
+        FILTERS[name](*args)

@@ -1,0 +1,123 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, megatron_ds.cluster developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The job_probe module as Ansible runs it: docs against the argument spec, and whole-module runs
+on this machine (a listening socket, a fake rank process, a log and a checkpoint in tmp_path)."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict
+
+import pytest
+import yaml
+
+from ansible_collections.megatron_ds.cluster.plugins.modules import job_probe as module
+
+MODULE_FILE = Path(module.__file__)
+IMPORT_ROOT = MODULE_FILE.parents[5]
+DOCS = {name: yaml.safe_load(getattr(module, name)) for name in ("DOCUMENTATION", "EXAMPLES", "RETURN")}
+
+
+def run_module(args: Dict[str, Any], tmp_path: Path) -> Dict[str, Any]:
+    args_file = tmp_path / "args.json"
+    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    env = dict(os.environ, PYTHONPATH=str(IMPORT_ROOT))
+    proc = subprocess.run([sys.executable, str(MODULE_FILE), str(args_file)], capture_output=True, text=True,
+                          env=env, timeout=60, check=False)
+    assert proc.stdout.strip(), proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize("name", ["DOCUMENTATION", "EXAMPLES", "RETURN"])
+def test_docs_are_yaml(name):
+    assert DOCS[name]
+
+
+def test_documented_options_match_the_argument_spec():
+    options = DOCS["DOCUMENTATION"]["options"]
+    assert set(options) == set(module.ARGUMENT_SPEC)
+    for name, spec in module.ARGUMENT_SPEC.items():
+        assert options[name]["type"] == spec["type"], name
+        assert options[name].get("default") == spec.get("default"), name
+        assert options[name].get("elements") == spec.get("elements"), name
+
+
+def test_a_port_in_use_and_a_free_port(tmp_path):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    busy = server.getsockname()[1]
+    try:
+        result = run_module({"ports": [busy]}, tmp_path)
+        assert result["listeners"][str(busy)], result
+        assert result["listeners"][str(busy)][0]["pid"] in (os.getpid(), None)
+    finally:
+        server.close()
+    result = run_module({"ports": [busy]}, tmp_path)
+    assert result["listeners"][str(busy)] == []
+
+
+def test_rank_processes_paths_log_and_checkpoint(tmp_path):
+    script = tmp_path / "burnin_gpt.py"
+    script.write_text("import time\ntime.sleep(30)\n")
+    rank = subprocess.Popen([sys.executable, "-u", str(script), "--local_rank=1"])
+    log = tmp_path / "burnin.log"
+    log.write_text("\n".join([
+        "earlier run",
+        "=== megatron_launch 2026-01-01T00:00:00Z: start burnin_gpt.py /j/burnin.sh",
+        "node1: BURNIN step=1 loss=6.0000 step_time=0.100s tokens_per_s_per_rank=100.0",
+        "node1: BURNIN step=2 loss=5.0000 step_time=0.100s tokens_per_s_per_rank=110.0",
+    ]) + "\n")
+    ckpt = tmp_path / "ckpt"
+    (ckpt / "global_step2").mkdir(parents=True)
+    (ckpt / "global_step1").mkdir()
+    (ckpt / "latest").write_text("global_step2")
+    for name in ("mp_rank_00_model_states.pt", "zero_pp_rank_0_mp_rank_00_optim_states.pt",
+                 "zero_pp_rank_1_mp_rank_00_optim_states.pt"):
+        (ckpt / "global_step2" / name).write_bytes(b"")
+    pid_file = tmp_path / "launcher.pid"
+    pid_file.write_text("%d\n" % rank.pid)
+    record = tmp_path / "launch.json"
+    record.write_text(json.dumps({"job": "burnin"}))
+    try:
+        time.sleep(0.2)
+        result = run_module({
+            "rank_pattern": r"python[0-9.]* -u ([^ ]*/)?burnin_gpt\.py( |$)",
+            "paths": [str(script), str(tmp_path / "missing.bin")],
+            "pid_file": str(pid_file), "log_file": str(log), "log_offset": len("earlier run\n"),
+            "checkpoint_dir": str(ckpt), "record_file": str(record),
+        }, tmp_path)
+    finally:
+        rank.kill()
+        rank.wait()
+    assert [(r["pid"], r["local_rank"]) for r in result["ranks"]] == [(rank.pid, 1)]
+    assert result["paths"][str(script)]["exists"] and not result["paths"][str(tmp_path / "missing.bin")]["exists"]
+    assert result["launcher"] == {"pid": rank.pid, "alive": True, "pid_file": str(pid_file)}
+    assert result["log"]["kind"] == "burnin" and result["log"]["last"]["iteration"] == 2
+    assert result["log"]["tail"][0].startswith("=== megatron_launch")
+    checkpoint = result["checkpoint"]
+    assert checkpoint["latest"] == "global_step2" and checkpoint["latest_step"] == 2
+    assert checkpoint["tags"] == ["global_step1", "global_step2"]
+    assert checkpoint["shape"]["tp"] == 1 and checkpoint["shape"]["dp"] == 2
+    assert result["record"] == {"job": "burnin"}
+    assert result["changed"] is False
+
+
+def test_another_tag_is_listed_when_asked(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    (ckpt / "global_step4").mkdir(parents=True)
+    (ckpt / "global_step4" / "zero_pp_rank_3_mp_rank_00_optim_states.pt").write_bytes(b"")
+    result = run_module({"checkpoint_dir": str(ckpt), "checkpoint_tag": "global_step4"}, tmp_path)
+    assert result["checkpoint"]["latest"] is None
+    assert result["checkpoint"]["files"] == ["zero_pp_rank_3_mp_rank_00_optim_states.pt"]
+
+
+def test_a_bad_pattern_fails_saying_so(tmp_path):
+    result = run_module({"rank_pattern": "python(["}, tmp_path)
+    assert result["failed"] and "not a valid regular expression" in result["msg"]
