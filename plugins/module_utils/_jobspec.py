@@ -930,6 +930,14 @@ def _lex_words(statement: str, variables: Mapping[str, str],
                 if part:
                     cur = (cur or "") + part
 
+        def backtick(pos: int) -> int:
+            """Keep the `...` substitution at statement[pos] opaque; return the index after it."""
+            end = statement.find("`", pos + 1)
+            end = n - 1 if end < 0 else end
+            add_literal(_opaque(statement[pos:end + 1]))
+            unresolved.append(statement[pos:end + 1])
+            return end + 1
+
         def expand(pos: int, quoted: bool) -> int:
             """Expand the $-construct at statement[pos]; return the index after it."""
             rest = statement[pos:]
@@ -1021,11 +1029,7 @@ def _lex_words(statement: str, variables: Mapping[str, str],
                     elif ch == "$":
                         i = expand(i, True)
                     elif ch == "`":
-                        end = statement.find("`", i + 1)
-                        end = n - 1 if end < 0 else end
-                        add_literal(_opaque(statement[i:end + 1]))
-                        unresolved.append(statement[i:end + 1])
-                        i = end + 1
+                        i = backtick(i)
                     else:
                         add_literal(ch)
                         i += 1
@@ -1037,11 +1041,7 @@ def _lex_words(statement: str, variables: Mapping[str, str],
             elif c == "$":
                 i = expand(i, False)
             elif c == "`":
-                end = statement.find("`", i + 1)
-                end = n - 1 if end < 0 else end
-                add_literal(_opaque(statement[i:end + 1]))
-                unresolved.append(statement[i:end + 1])
-                i = end + 1
+                i = backtick(i)
             else:
                 add_literal(c)
                 i += 1
