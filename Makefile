@@ -13,7 +13,7 @@ SIM_NODES ?= 3
 	molecule-% bench changelog clean
 
 help:
-	@echo "make demo   - set everything up, start $(SIM_NODES) simulated nodes, run site.yml on them"
+	@echo "make demo   - set everything up, start $(SIM_NODES) simulated nodes, run site.yml and the burn-in on them"
 	@echo "make test   - every check: yamllint, ansible-lint, sanity, unit tests, molecule scenarios"
 	@echo "make setup  - Python venv, Docker engine and the offline node image only"
 
@@ -43,6 +43,7 @@ sim-down: venv
 
 demo: sim-up
 	$(BIN)/ansible-playbook site.yml -i inventories/sim
+	$(BIN)/ansible-playbook playbooks/burnin.yml -i inventories/sim
 
 lint: venv
 	$(BIN)/yamllint -s .
@@ -56,10 +57,7 @@ units: venv
 	scripts/ansible-test.sh units
 
 molecule: setup
-	@for s in $(SCENARIOS); do \
-	  echo "=== molecule scenario $$s ==="; \
-	  $(BIN)/molecule test -s $$s || exit 1; \
-	done
+	scripts/molecule-all.sh $(SCENARIOS)
 
 molecule-%: setup
 	$(BIN)/molecule test -s $*
