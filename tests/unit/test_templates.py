@@ -22,7 +22,6 @@ from typing import Any, Dict, List
 import jinja2
 import pytest
 import yaml
-from jinja2.nativetypes import NativeEnvironment
 
 from ansible.errors import AnsibleFilterError
 from ansible.plugins.filter.core import FilterModule as CoreFilters
@@ -32,24 +31,10 @@ from ansible_collections.megatron_ds.cluster.plugins.module_utils import _jobfil
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _jobspec
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _mds_args
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _stack_profiles
+from ansible_collections.megatron_ds.cluster.tests.unit.job_defaults import DS_MISSING, spec
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-DEFAULTS = REPO / "roles" / "megatron_job" / "defaults" / "main.yml"
-DS_MISSING = "DeepSpeed is not importable here; CI needs `pip install torch deepspeed==0.19.6` in the test venv"
 
-
-def spec(**overrides: Any) -> Dict[str, Any]:
-    """The role defaults as a job spec (templated defaults resolved), 2 nodes, plus overrides."""
-    variables = yaml.safe_load(DEFAULTS.read_text())
-    env = NativeEnvironment()
-    for dummy in range(4):  # pylint: disable=unused-variable
-        for key, value in list(variables.items()):
-            if isinstance(value, str) and "{{" in value:
-                variables[key] = env.from_string(value).render(**variables)
-    out = {key[len("megatron_job_"):]: value for key, value in variables.items()}
-    out["nodes"] = 2
-    out.update(overrides)
-    return out
 
 
 def hosts_for(job: Dict[str, Any]) -> List[str]:

@@ -6,13 +6,14 @@ import json
 import os
 import re
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 import testinfra
+
+from ansible_collections.megatron_ds.cluster.tests.support.ansible_run import ansible_env, ansible_playbook_argv
 
 SCENARIO_DIR = Path(__file__).resolve().parents[1]
 PROJECT_DIR = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", SCENARIO_DIR.parents[1]))
@@ -40,22 +41,10 @@ def node(name: str):
 
 def playbook(name: str, extra_vars: Optional[Dict[str, Any]] = None, timeout: int = 900) -> Tuple[int, str]:
     """ansible-playbook playbooks/<name> on the scenario inventory; (rc, output on one line)."""
-    env = dict(os.environ)
-    env.update(
-        ANSIBLE_CONFIG=str(PROJECT_DIR / "ansible.cfg"),
-        ANSIBLE_COLLECTIONS_PATH=str(PROJECT_DIR / ".collections"),
-        ANSIBLE_ROLES_PATH=str(PROJECT_DIR / "roles"),
-        ANSIBLE_CACHE_PLUGIN="memory",
-        ANSIBLE_FORCE_COLOR="0",
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_PIPELINING="True",
-    )
-    command = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", INVENTORY,
-               str(PROJECT_DIR / "playbooks" / name)]
-    if extra_vars:
-        command += ["-e", json.dumps(extra_vars)]
+    argv = [] if not extra_vars else ["-e", json.dumps(extra_vars)]
+    command = ansible_playbook_argv(INVENTORY, PROJECT_DIR / "playbooks" / name, *argv)
     started = time.monotonic()
-    result = subprocess.run(command, env=env, cwd=PROJECT_DIR, text=True, capture_output=True,
+    result = subprocess.run(command, env=ansible_env(PROJECT_DIR), cwd=PROJECT_DIR, text=True, capture_output=True,
                             timeout=timeout, check=False)
     output = result.stdout + result.stderr
     elapsed = time.monotonic() - started

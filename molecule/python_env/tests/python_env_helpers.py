@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, Tuple
+
+from ansible_collections.megatron_ds.cluster.tests.support.ansible_run import ansible_env, ansible_playbook_argv
 
 SCENARIO_DIR = Path(__file__).resolve().parents[1]
 PROJECT_DIR = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", SCENARIO_DIR.parents[1]))
@@ -20,18 +21,8 @@ REAL_MDS = bool(os.environ.get("MEGATRON_DS_SRC"))
 def run_playbook(playbook: str, *args: str, limit: str = "node1") -> Tuple[subprocess.CompletedProcess, Dict[str, Tuple[int, int]]]:
     """ansible-playbook on the molecule inventory; returns the run and {host: (changed, failed)}."""
     inventory = os.environ["MOLECULE_INVENTORY_FILE"]
-    env = dict(os.environ)
-    env.update(
-        ANSIBLE_CONFIG=str(PROJECT_DIR / "ansible.cfg"),
-        ANSIBLE_COLLECTIONS_PATH=str(PROJECT_DIR / ".collections"),
-        ANSIBLE_ROLES_PATH=str(PROJECT_DIR / "roles"),
-        ANSIBLE_CACHE_PLUGIN="memory",
-        ANSIBLE_FORCE_COLOR="0",
-        ANSIBLE_NOCOLOR="1",
-    )
-    env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
-    cmd: List[str] = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", inventory,
-                      str(SCENARIO_DIR / playbook), "--limit", limit, *args]
+    env = ansible_env(PROJECT_DIR)
+    cmd = ansible_playbook_argv(inventory, SCENARIO_DIR / playbook, "--limit", limit, *args)
     result = subprocess.run(cmd, env=env, cwd=PROJECT_DIR, text=True, capture_output=True, check=False)
     recap = {
         m.group(1): (int(m.group(2)), int(m.group(3)))

@@ -11,37 +11,16 @@ from __future__ import annotations
 
 import json
 import os
-import pathlib
 import re
 import subprocess
 import sys
-from typing import Any, Dict
 
 import pytest
-import yaml
-from jinja2.nativetypes import NativeEnvironment
 
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _jobfiles as jf
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _jobspec
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _mds_args
-
-DEFAULTS = pathlib.Path(__file__).parents[4] / "roles" / "megatron_job" / "defaults" / "main.yml"
-DS_MISSING = "DeepSpeed is not importable here; CI needs `pip install torch deepspeed==0.19.6` in the test venv"
-
-
-def spec(**overrides: Any) -> Dict[str, Any]:
-    """The role defaults as a job spec (templated defaults resolved), 2 nodes, plus overrides."""
-    variables = yaml.safe_load(DEFAULTS.read_text())
-    env = NativeEnvironment()
-    for dummy in range(4):  # pylint: disable=unused-variable
-        for key, value in list(variables.items()):
-            if isinstance(value, str) and "{{" in value:
-                variables[key] = env.from_string(value).render(**variables)
-    out = {key[len("megatron_job_"):]: value for key, value in variables.items()}
-    out["nodes"] = 2
-    out.update(overrides)
-    return out
-
+from ansible_collections.megatron_ds.cluster.tests.unit.job_defaults import DS_MISSING, spec
 
 # The guide's 13B job as inventories/prod writes it: 8 x 8 GPUs, TP 8, PP 2, ZeRO-1.
 PROD = dict(nodes=8, gpus_per_node=8, tensor_parallel=8, pipeline_parallel=2, no_pipeline_parallel=False,
