@@ -5,8 +5,12 @@ stopped and resumed from the tag the stop saved.
 """
 from __future__ import annotations
 
+import gzip
+import json
 import re
+import tempfile
 import time
+from pathlib import Path
 
 from launch_helpers import (BURNIN_CKPT, BURNIN_DIR, BURNIN_LOG, NODES, RANKS_PER_NODE, burnin_results,
                             checkpoint_files, latest, playbook, ranks, run_log, status)
@@ -60,6 +64,30 @@ def test_status_reports_the_finished_burnin():
     assert report["iteration"] == STEPS and report["ranks_alive"] == 0
     assert report["checkpoint_latest"] == "global_step%d" % STEPS
     assert set(report["nodes"]) == set(NODES)
+
+
+def test_profile_traces_the_chosen_ranks_on_their_nodes_and_fetches_them():
+    """profile.yml on the burn-in: ranks 0 (node1) and 3 (node2) under the PyTorch profiler."""
+    with tempfile.TemporaryDirectory() as fetch_dir:
+        rc, output = playbook("profile.yml", {
+            "megatron_launch_profile_target": "burnin",
+            "megatron_launch_profile_steps": "2,3",
+            "megatron_launch_profile_ranks": [0, 3],
+            "megatron_launch_profile_fetch_dir": fetch_dir,
+        })
+        assert rc == 0, output
+        assert "2 trace(s) of steps 2,3 fetched to %s/" % fetch_dir in output
+        traces = sorted(Path(fetch_dir).glob("*/*/*.pt.trace.json.gz"))
+        # Each trace came from the node that ran the rank, and is a real profiler trace.
+        assert [(t.parent.name, t.name.split(".")[0]) for t in traces] == [
+            ("node1", "node1_rank0"), ("node2", "node2_rank3")], traces
+        for trace in traces:
+            with gzip.open(trace, "rt") as handle:
+                events = json.load(handle)["traceEvents"]
+            assert any(e.get("name", "").startswith("ProfilerStep#") for e in events), trace
+    # The profiled burn-in wrote its checkpoint beside the traces, not into the burn-in's own.
+    assert latest("node1", BURNIN_CKPT) == "global_step%d" % STEPS
+    assert status()["state"] == "finished"
 
 
 def test_stop_saves_a_checkpoint_and_resume_continues_from_its_step():

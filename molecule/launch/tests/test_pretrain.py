@@ -56,3 +56,26 @@ def test_pretrain_runs_across_the_nodes_stops_with_a_save_and_resumes():
     assert any(re.search(r"\biteration\s+%d/" % (step + 1), line) for line in lines)
     rc, output = playbook("stop.yml")
     assert rc == 0, output
+
+
+def test_profile_runs_the_job_with_megatrons_profiler_and_leaves_the_job_alone():
+    """profile.yml on the real job: rank 0 and rank 5 (node3) traced over steps 2-3, fetched."""
+    tag_before = latest("node1", TRAIN_CKPT)
+    with tempfile.TemporaryDirectory() as fetch_dir:
+        rc, output = playbook("profile.yml", {
+            "megatron_launch_profile_steps": "2,3",
+            "megatron_launch_profile_ranks": [0, 5],
+            "megatron_launch_profile_fetch_dir": fetch_dir,
+        })
+        assert rc == 0, output
+        traces = sorted(os.path.relpath(os.path.join(root, name), fetch_dir).split(os.sep, 1)[1]
+                        for root, dummy, names in os.walk(fetch_dir) for name in names)
+    # megatron/profiler.py names a trace <hostname>_<pid>: one from node1 (rank 0), one from node3 (rank 5).
+    assert [t.split("/")[0] for t in traces] == ["node1", "node3"], traces
+    assert all(t.split("/")[1].startswith(t.split("/")[0] + "_") and t.endswith(".pt.trace.json.gz") for t in traces), traces
+    # The profiled run is the job's own train.sh rendered with the profiler flags, in its own dir.
+    script = node("node1").file("/opt/megatron/jobs/sim-gpt-profile/train.sh").content_string
+    assert "--profile pt --profile_steps 2,3 --profile-ranks 0 5" in " ".join(script.split())
+    assert "--load" not in script
+    assert latest("node1", TRAIN_CKPT) == tag_before
+    assert latest("node1", "/opt/megatron/jobs/sim-gpt-profile/checkpoints") == "global_step3"

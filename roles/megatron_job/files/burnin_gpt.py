@@ -142,6 +142,13 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument("--probe-steps", type=int, default=3, help="communication-free forward+backward steps per rank")
     parser.add_argument("--slow-threshold", type=float, default=0.10, help="flag nodes this fraction below the median")
     parser.add_argument("--seed", type=int, default=1234)
+    # Megatron-DeepSpeed's profiler flags (megatron/profiler.py), same meaning: the PyTorch
+    # profiler over steps START..END on the chosen ranks, traces written under --profile-dir.
+    parser.add_argument("--profile", choices=("pt", "pt-full"), default=None,
+                        help="profile with the PyTorch profiler; pt-full also records call stacks")
+    parser.add_argument("--profile-steps", "--profile_steps", default="2,3", help="START,END (1-based, inclusive)")
+    parser.add_argument("--profile-ranks", type=int, nargs="+", default=None, help="global ranks to profile (all when omitted)")
+    parser.add_argument("--profile-dir", default=None, help="trace directory (default: <save>/../profile)")
     # The DeepSpeed launcher passes --local_rank=N unless --no_local_rank; LOCAL_RANK is set too.
     parser.add_argument("--local_rank", "--local-rank", type=int, default=None)
     args = parser.parse_args(argv)
@@ -255,6 +262,46 @@ def save(engine: Any, directory: Optional[str], reason: str, rank: int) -> Optio
 # ------------------------------------------------------------------------------------------------
 # Main
 # ------------------------------------------------------------------------------------------------
+class Profiler:
+    """torch.profiler over steps START..END of this run (counted from its first step), as
+    Megatron-DeepSpeed's megatron/profiler.py does; a no-op on ranks that are not profiled."""
+
+    def __init__(self, args: argparse.Namespace, rank: int, device: torch.device, hostname: str) -> None:
+        self.profiler: Any = None
+        self.step = 0
+        self.directory: Optional[str] = None
+        if not args.profile or (args.profile_ranks is not None and rank not in args.profile_ranks):
+            return
+        self.start, self.end = (int(v) for v in args.profile_steps.split(","))
+        if not 1 <= self.start <= self.end:
+            raise SystemExit("--profile-steps %s: want START,END with 1 <= START <= END" % args.profile_steps)
+        self.directory = args.profile_dir or os.path.join(os.path.dirname(os.path.abspath(args.save or ".")), "profile")
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if device.type == "cuda":
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        self.profiler = torch.profiler.profile(
+            schedule=torch.profiler.schedule(wait=0, warmup=0, active=self.end - self.start + 1, repeat=1),
+            activities=activities,
+            on_trace_ready=torch.profiler.tensorboard_trace_handler(
+                self.directory, worker_name="%s_rank%d" % (hostname, rank), use_gzip=True),
+            with_stack=args.profile == "pt-full",
+        )
+
+    def begin(self) -> None:
+        self.step += 1
+        if self.profiler is not None and self.step == self.start:
+            self.profiler.start()
+
+    def end_step(self, rank: int) -> None:
+        if self.profiler is None or not self.start <= self.step <= self.end:
+            return
+        self.profiler.step()
+        if self.step == self.end:
+            self.profiler.stop()
+            print("BURNIN profile rank %d steps %d-%d written to %s" % (rank, self.start, self.end, self.directory),
+                  flush=True)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     stop = StopFlag()
@@ -316,6 +363,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         )
 
     pool = synthetic_pool(args, rank, device)
+    profiler = Profiler(args, rank, device, hostname)
     tokens_per_step = micro * grad_acc * args.seq
     initial_loss = final_loss = float("nan")
     timed_steps, timed_seconds = 0, 0.0
@@ -324,6 +372,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     stopped = False
     step = start_step
     while step < args.steps:
+        profiler.begin()
         synchronize()
         began = time.perf_counter()
         losses = []
@@ -336,6 +385,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             losses.append(float(loss.detach().float().item()))
         synchronize()
         elapsed = time.perf_counter() - began
+        profiler.end_step(rank)
         step = int(engine.global_steps)
         if step > start_step + 1:  # the first step pays for allocation and compilation
             timed_steps += 1
