@@ -167,6 +167,30 @@ def _nvcc_version(facts: Mapping[str, Any]) -> Optional[str]:
     return nvcc
 
 
+def _torch_unusable(facts: Mapping[str, Any]) -> Optional[str]:
+    """Why torch's own values cannot be trusted on this node (torch.version says it), or None.
+
+    A torch whose version is known but that carries an error (an import that fails, a
+    half-removed install) reports no meaningful CUDA, cuDNN or NCCL: the checks that read them
+    skip, and torch.version fails once for all of them.
+    """
+    if _text(_get(facts, "torch", "version")) is None:
+        return "torch is not importable (see torch.version)"
+    if _text(_get(facts, "torch", "error")) is not None:
+        return "torch is broken on this node (see torch.version)"
+    return None
+
+
+def _broken_install(ctx: "_Context", node: str, facts: Mapping[str, Any], component: str, spec_key: str) -> str:
+    """The fix for a package whose version is there but which does not import or is half removed."""
+    venv = _text(_get(facts, "venv")) or "<venv>"
+    return (
+        "reinstall %s in the venv on %s: %s/bin/pip install --force-reinstall --no-deps '%s' (pip and %s "
+        "take the recorded version as installed and skip it), then rerun %s" % (
+            component, node, venv, ctx.spec(spec_key, "pip"), _role("python_env"), _role("python_env"))
+    )
+
+
 def _unwrap(node_facts: Any) -> Any:
     """Accept the facts themselves or the module result that carries them."""
     if isinstance(node_facts, Mapping):
@@ -367,8 +391,9 @@ def check_nvcc_torch(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
     if skipped:
         return skipped
     torch_cuda = _text(_get(facts, "torch", "cuda"))
-    if _text(_get(facts, "torch", "version")) is None:
-        return _row(check, SKIP, node, comp, fix="torch is not importable (see torch.version)")
+    unusable = _torch_unusable(facts)
+    if unusable:
+        return _row(check, SKIP, node, comp, fix=unusable)
     if torch_cuda is None:
         return _row(check, SKIP, node, comp, fix="torch is a CPU build (see torch.cuda)")
     nvcc = _nvcc_version(facts)
@@ -430,8 +455,9 @@ def _torch_child(ctx: _Context, check: str, comp: str, node: str, facts: Mapping
     skipped = _cpu_skip(ctx, check, node, comp)
     if skipped:
         return skipped
-    if _text(_get(facts, "torch", "version")) is None:
-        return _row(check, SKIP, node, comp, fix="torch is not importable (see torch.version)")
+    unusable = _torch_unusable(facts)
+    if unusable:
+        return _row(check, SKIP, node, comp, fix=unusable)
     if _text(_get(facts, "torch", "cuda")) is None:
         return _row(check, SKIP, node, comp, fix="torch is a CPU build (see torch.cuda)")
     found = _version(facts, "torch", what)
@@ -443,6 +469,14 @@ def _torch_child(ctx: _Context, check: str, comp: str, node: str, facts: Mapping
         "cuDNN" if what == "cudnn" else "NCCL",
     )
     if found is None:
+        if _text(_get(facts, "torch", "source")) == "files":
+            # Read from files, a torch that bundles the library in torch/lib names no version.
+            return _row(
+                check, WARN, node, comp, "not readable from the venv's files", str(spec),
+                "rerun with preflight_python_probe=import (gpu_stack_facts python_probe=import) to read "
+                "the %s that torch loads on %s; if it is still missing: %s" % (
+                    "cuDNN" if what == "cudnn" else "NCCL", node, fix),
+            )
         return _row(check, FAIL, node, comp, MISSING, str(spec), fix)
     ok = _satisfies(found, str(spec))
     return _row(check, PASS if ok else FAIL, node, comp, found, str(spec), "" if ok else fix)
@@ -479,10 +513,15 @@ def check_torch_version(ctx: _Context, node: str, facts: Mapping[str, Any]) -> R
     found = _text(_get(facts, "torch", "version"))
     fix = "run %s on %s so torch matches (%s from %s)" % (
         _role("python_env"), node, ctx.spec("torch", "pip"), ctx.spec("torch", "index_url"))
+    error = _text(_get(facts, "torch", "error"))
     if found is None:
-        error = _text(_get(facts, "torch", "error"))
         shown = "not importable: %s" % error if error else MISSING
         return _row(check, FAIL, node, comp, shown, expected, fix)
+    if error:
+        # The version alone is what pip recorded; a torch that does not import (or is half
+        # removed) must not pass on it.
+        return _row(check, FAIL, node, comp, "%s, broken: %s" % (found, error), expected,
+                    _broken_install(ctx, node, facts, "torch", "torch"))
     ok = _satisfies(found, spec)
     have_label = local_label(found)
     if ok and label and have_label and have_label != label:
@@ -496,8 +535,9 @@ def check_torch_cuda(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
     check, comp = "torch.cuda", "torch"
     if not ctx.cuda:
         return _row(check, SKIP, node, comp, fix="profile %s runs on CPU: any torch build will do" % ctx.name)
-    if _text(_get(facts, "torch", "version")) is None:
-        return _row(check, SKIP, node, comp, fix="torch is not importable (see torch.version)")
+    unusable = _torch_unusable(facts)
+    if unusable:
+        return _row(check, SKIP, node, comp, fix=unusable)
     spec = str(ctx.spec("torch", "cuda"))
     found = _text(_get(facts, "torch", "cuda"))
     fix = "run %s on %s so torch matches (a +%s build of %s)" % (
@@ -513,9 +553,12 @@ def check_deepspeed(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
     spec = str(ctx.spec("deepspeed", "version"))
     found = _text(_get(facts, "deepspeed", "version"))
     fix = "run %s on %s so DeepSpeed matches (%s)" % (_role("python_env"), node, ctx.spec("deepspeed", "pip"))
+    error = _text(_get(facts, "deepspeed", "error"))
     if found is None:
-        error = _text(_get(facts, "deepspeed", "error"))
         return _row(check, FAIL, node, comp, "not importable: %s" % error if error else MISSING, spec, fix)
+    if error:
+        return _row(check, FAIL, node, comp, "%s, broken: %s" % (found, error), spec,
+                    _broken_install(ctx, node, facts, "DeepSpeed", "deepspeed"))
     ok = _satisfies(found, spec)
     return _row(check, PASS if ok else FAIL, node, comp, found, spec, "" if ok else fix)
 
@@ -648,7 +691,7 @@ _NEEDS_TORCH_CUDA = ("same.torch_cudnn", "same.torch_nccl")
 
 
 def _left_out(check: str, facts: Mapping[str, Any]) -> bool:
-    if check in _NEEDS_TORCH and _text(_get(facts, "torch", "version")) is None:
+    if check in _NEEDS_TORCH and _torch_unusable(facts):
         return True
     return check in _NEEDS_TORCH_CUDA and _text(_get(facts, "torch", "cuda")) is None
 
@@ -755,6 +798,36 @@ def _limit_unlimited(value: Any) -> bool:
     return _text(value) is not None and str(_text(value)).lower() in UNLIMITED
 
 
+MEMLOCK_MODES = ("auto", "required", "advisory")
+
+
+def _rdma_active(facts: Mapping[str, Any]) -> bool:
+    """Whether the node reports an Active InfiniBand/RoCE port: NCCL then uses it by default."""
+    for hca in _get(facts, "infiniband", "hcas") or []:
+        for port in _get(hca, "ports") or []:
+            if "active" in _show(_get(port, "state")).lower():
+                return True
+    return False
+
+
+def memlock_required(ctx: _Context, facts: Mapping[str, Any]) -> Tuple[bool, str]:
+    """Whether this node needs unlimited memlock, and why. RDMA registers (pins) NCCL's buffers
+    against RLIMIT_MEMLOCK; CUDA's pinned host memory does not count against it, so a node whose
+    NCCL runs over sockets or NVLink only trains with a small limit."""
+    mode = str(ctx.options.get("memlock") or "auto")
+    if mode == "required":
+        return True, "memlock: required"
+    if mode == "advisory":
+        return False, "memlock: advisory"
+    if ctx.options.get("infiniband_required"):
+        return True, "infiniband_required is true"
+    if ctx.options.get("gpudirect"):
+        return True, "gpudirect is true"
+    if _rdma_active(facts):
+        return True, "the node has an Active RDMA port, which NCCL uses"
+    return False, "no Active RDMA port and infiniband_required false: NCCL uses sockets"
+
+
 def check_memlock(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
     check, comp = "memlock.unlimited", "memlock"
     current = _get(facts, "memlock", "current")
@@ -762,7 +835,10 @@ def check_memlock(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
     found = "current %s" % _show(current)
     if _text(ssh) is not None:
         found += ", non-interactive ssh %s" % _show(ssh)
+    required, why = memlock_required(ctx, facts)
     expected = "unlimited (also in a non-interactive ssh session)"
+    if not required:
+        expected += "; advised, not required (%s)" % why
     fix = (
         "set memlock unlimited on %s with %s (limits.d and pam_limits for sshd): NCCL over "
         "InfiniBand pins memory, and pdsh starts ranks in a non-interactive ssh session" % (node, _role("os_base"))
@@ -771,7 +847,7 @@ def check_memlock(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
         return _row(check, WARN, node, comp, found, expected, "memlock was not reported: " + fix)
     ok = _limit_unlimited(current) and (_text(ssh) is None or _limit_unlimited(ssh))
     if not ok:
-        return _row(check, FAIL, node, comp, found, expected, fix)
+        return _row(check, FAIL if required else WARN, node, comp, found, expected, fix)
     ssh_error = _text(_get(facts, "memlock", "noninteractive_ssh_error"))
     if _text(ssh) is None and ssh_error:
         return _row(

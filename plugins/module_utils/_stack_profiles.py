@@ -75,8 +75,10 @@ PROFILES: Dict[str, Dict[str, Any]] = {
         # sha256 of cudnn-linux-x86_64-8.6.0.163_cuda11-archive.tar.xz (nixpkgs cudnn
         # releases.nix, SRI sha256-u8OW30cpTGV+3AnGAGdNYIyxv8gLgtz0VHBgwhcRFZ4=). NVIDIA's cuDNN
         # manifests are known (TensorFlow's list) only from 8.9.4.25 on, so it is pinned here.
+        # version: what the check compares, at the precision cudnn_version.h carries
+        # (MAJOR.MINOR.PATCHLEVEL, never the build number); install: the archive's full version.
         "cudnn": {
-            "version": "8.6.0.163",
+            "version": "8.6.0",
             "install": "8.6.0.163",
             "cuda_major": 11,
             "sha256": "bbc396df47294c657edc09c600674d608cb1bfc80b82dcf4547060c21711159e",

@@ -15,7 +15,10 @@ description:
     NVSwitch and fabric manager, and every CUDA toolkit under C(/usr/local), saying where each
     version was read.
   - It also reports the system cuDNN and NCCL (headers and library), and torch, DeepSpeed and apex
-    as the training venv's Python sees them. They are read by one Python subprocess in the venv.
+    in the training venv. By default they are read from the venv's files without starting any
+    process (O(python_probe=files)); O(python_probe=import) imports them in one Python subprocess
+    in the venv instead, which costs seconds of CPU per node but also catches a package that is
+    installed whole and still fails to import.
   - Finally it reports the Megatron-DeepSpeed commit, InfiniBand ports, nvidia-peermem, the memlock limit
     (optionally in a non-interactive ssh session of the training user), free disk space and
     clock synchronisation.
@@ -26,11 +29,29 @@ description:
 options:
   venv:
     description:
-      - The training virtual environment. Its C(bin/python) (or C(bin/python3)) runs one small
-        probe that imports torch, DeepSpeed and apex, with C(-I) so that only the venv's own
-        packages count.
+      - The training virtual environment. It must hold C(bin/python) (or C(bin/python3)); see
+        O(python_probe) for how torch, DeepSpeed and apex are read from it.
       - When omitted, C(python), C(torch), C(deepspeed) and C(apex) are reported empty.
     type: path
+  python_probe:
+    description:
+      - How to read the venv's Python, torch, DeepSpeed and apex.
+      - V(files) starts no process. It reads the Python version from C(pyvenv.cfg) (else the
+        C(lib/pythonX.Y) directory name), and uses C(lib/python3*/site-packages) (and C(lib64)).
+        It takes torch's version and CUDA from C(torch/version.py), and torch's cuDNN and NCCL from
+        the C(nvidia-cudnn-cu*) and C(nvidia-nccl-cu*) distributions that torch loads them from.
+        It takes DeepSpeed's version from its C(dist-info). apex counts as present with
+        C(apex/normalization) or C(apex/optimizers), and its CUDA extensions as built with
+        C(amp_C*.so) and C(fused_layer_norm_cuda*.so).
+        A half-removed install (dist-info without the package, or the reverse, or two versions)
+        is reported in C(torch.error) / C(deepspeed.error) next to the version.
+      - V(import) runs the venv's python once with C(-I) (only the venv's own packages count).
+        It imports torch, DeepSpeed, apex and its CUDA extensions, and reports what they say
+        (C(torch.backends.cudnn.version()), C(torch.cuda.nccl.version()), ...). Importing torch
+        costs several seconds of CPU per node.
+    type: str
+    choices: [files, import]
+    default: files
   megatron_dir:
     description:
       - A Megatron-DeepSpeed checkout. Its commit comes from C(git rev-parse HEAD), or from
@@ -62,7 +83,7 @@ options:
   timeout:
     description:
       - Seconds allowed to each command (C(nvidia-smi), C(nvcc), the venv probe, ssh, ...).
-      - Importing torch and DeepSpeed takes several seconds on a cold page cache.
+      - With O(python_probe=import), importing torch and DeepSpeed takes several seconds on a cold page cache.
     type: int
     default: 120
 extends_documentation_fragment:
@@ -88,6 +109,11 @@ notes:
   - C(torch.cudnn) is the cuDNN that torch loads (for pip wheels, the bundled one), which can
     differ from the system C(cudnn.version); C(torch.nccl) likewise against C(nccl.version).
     torch 1.13.1 from PyPI, for example, loads cuDNN 8.5 whatever cuDNN the system has.
+  - With O(python_probe=files), a torch that bundles cuDNN or NCCL inside C(torch/lib) instead of
+    depending on NVIDIA's wheels names no full version there. The static NCCL of torch 1.13.1 is
+    one example. C(torch.cudnn) / C(torch.nccl) are then null; use O(python_probe=import) to read them.
+  - With O(python_probe=files), C(python.version) is the version the venv was created with
+    (C(pyvenv.cfg)); a later patch-level upgrade of the base interpreter does not show.
 seealso:
   - name: NVIDIA System Management Interface
     description: The C(nvidia-smi -q -x) XML that the GPU facts come from.
@@ -103,6 +129,12 @@ EXAMPLES = r"""
       - /data/megatron
       - /checkpoints
     ssh_user: train
+  become: true
+
+- name: Facts | Import torch, DeepSpeed and apex in the venv (slower, also catches import failures)
+  megatron_ds.cluster.gpu_stack_facts:
+    venv: /opt/megatron/venv
+    python_probe: import
   become: true
 
 - name: Facts | Show what torch sees next to the system toolkit
@@ -137,10 +169,17 @@ ansible_facts:
           type: dict
           contains:
             version:
-              description: Python version, e.g. C(3.12.3).
+              description:
+                - Python version, e.g. C(3.12.3).
+                - From C(pyvenv.cfg) (C(version) or C(version_info)), else the C(lib/pythonX.Y)
+                  directory name (C(3.12), major.minor only), with O(python_probe=files).
+                  From C(sys.version_info) with O(python_probe=import).
               type: str
             executable:
-              description: The venv path of the interpreter that ran the probe.
+              description: The venv path of the interpreter (C(bin/python), else C(bin/python3)).
+              type: str
+            source:
+              description: C(pyvenv.cfg), C(lib directory) or C(import); null without a version.
               type: str
         driver:
           description: The NVIDIA driver.
@@ -283,29 +322,53 @@ ansible_facts:
           type: dict
           contains:
             version:
-              description: C(torch.__version__), e.g. C(2.11.0+cu130).
+              description:
+                - C(torch.__version__), e.g. C(2.11.0+cu130).
+                - With O(python_probe=files), C(__version__) in C(torch/version.py), else the
+                  C(Version) of torch's dist-info (then C(error) says why the package is missing).
               type: str
             cuda:
-              description: C(torch.version.cuda); null for CPU builds.
+              description: C(torch.version.cuda) (the C(cuda) line of C(torch/version.py) with O(python_probe=files)); null for CPU builds.
               type: str
             cudnn:
-              description: C(torch.backends.cudnn.version()) as a dotted string (C(8500) -> C(8.5.0)).
+              description:
+                - The cuDNN torch loads, as C(torch.backends.cudnn.version()) reports it, dotted
+                  (C(8500) -> C(8.5.0)); null for CPU builds.
+                - With O(python_probe=files), the first three fields of the C(nvidia-cudnn-cu*)
+                  distribution's version (C(8.5.0.96) -> C(8.5.0)).
               type: str
             nccl:
-              description: C(torch.cuda.nccl.version()) as a dotted string; null for CPU builds.
+              description:
+                - C(torch.cuda.nccl.version()) as a dotted string; null for CPU builds.
+                - With O(python_probe=files), the version of the C(nvidia-nccl-cu*) distribution (C(2.21.5)).
               type: str
             error:
-              description: Why torch could not be read, or null.
+              description:
+                - Why torch could not be read, or null. With O(python_probe=import), the import error.
+                - With O(python_probe=files), a missing torch, or a half-removed install such as
+                  a dist-info without C(torch/version.py). C(version) is then still set.
+              type: str
+            source:
+              description: C(files) or C(import), the O(python_probe) that read these values.
               type: str
         deepspeed:
           description: DeepSpeed in the venv.
           type: dict
           contains:
             version:
-              description: C(deepspeed.__version__) (the installed distribution's version when the import fails).
+              description:
+                - C(deepspeed.__version__) (the installed distribution's version when the import fails).
+                - With O(python_probe=files), the C(Version) of DeepSpeed's dist-info, else the
+                  C(version) of C(deepspeed/git_version_info_installed.py).
               type: str
             error:
-              description: The import error, e.g. the NumPy 2 failure of DeepSpeed 0.9.2, or null.
+              description:
+                - The import error, e.g. the NumPy 2 failure of DeepSpeed 0.9.2, or null (O(python_probe=import)).
+                - With O(python_probe=files), a missing DeepSpeed or a half-removed install
+                  (dist-info without the package, a package without dist-info).
+              type: str
+            source:
+              description: C(files) or C(import).
               type: str
         venv:
           description: The venv given.
@@ -328,13 +391,16 @@ ansible_facts:
           type: dict
           contains:
             present:
-              description: NVIDIA apex imports.
+              description: NVIDIA apex imports (with O(python_probe=files), C(apex/normalization) or C(apex/optimizers) exists).
               type: bool
             cuda_ext:
-              description: C(amp_C) and C(fused_layer_norm_cuda) import (after torch).
+              description: C(amp_C) and C(fused_layer_norm_cuda) import after torch (with O(python_probe=files), their C(.so) files exist).
               type: bool
             error:
-              description: What failed to import, or null.
+              description: What is missing or failed to import, or null.
+              type: str
+            source:
+              description: C(files) or C(import).
               type: str
         infiniband:
           description: RDMA devices from C(/sys/class/infiniband) and GPUDirect modules from C(/proc/modules).
@@ -414,6 +480,7 @@ from ansible_collections.megatron_ds.cluster.plugins.module_utils._gpu_facts imp
 
 ARGUMENT_SPEC = dict(
     venv=dict(type="path"),
+    python_probe=dict(type="str", choices=["files", "import"], default="files"),
     megatron_dir=dict(type="path"),
     disk_paths=dict(type="list", elements="path", default=[]),
     ssh_user=dict(type="str"),
@@ -430,7 +497,8 @@ def main() -> None:
                          % params["timeout"])
     host = Host(root=params["root"], timeout=params["timeout"])
     facts = collect(host, venv=params["venv"], megatron_dir=params["megatron_dir"],
-                    disk_paths=params["disk_paths"], ssh_user=params["ssh_user"])
+                    disk_paths=params["disk_paths"], ssh_user=params["ssh_user"],
+                    python_probe=params["python_probe"])
     module.exit_json(changed=False, ansible_facts={"gpu_stack_facts": facts})
 
 

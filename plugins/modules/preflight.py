@@ -61,6 +61,17 @@ options:
       - Require the nvidia-peermem kernel module (GPUDirect RDMA) on every node.
     type: bool
     default: false
+  memlock:
+    description:
+      - When an unlimited memlock limit (current and in a non-interactive ssh session) is required.
+      - C(auto) requires it on a node when O(infiniband_required) or O(gpudirect) is true or the node
+        reports an Active InfiniBand/RoCE port, because NCCL's RDMA transport registers its buffers
+        against RLIMIT_MEMLOCK. Elsewhere NCCL uses sockets (or NVLink within a node), CUDA's pinned
+        host memory does not count against the limit, and a small limit is a warning.
+      - C(required) fails a limited node everywhere; C(advisory) only warns.
+    type: str
+    choices: [auto, required, advisory]
+    default: auto
   min_free_gb:
     description:
       - Free space required on every path of O(disk_paths), in gigabytes (10^9 bytes). Omit to skip.

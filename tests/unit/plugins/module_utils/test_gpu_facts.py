@@ -303,9 +303,9 @@ def test_probe_output_of_the_h200_host():
     facts = gf.parse_probe_output("some import noise\n" + json.dumps(probe))
     assert facts["python"]["version"] == "3.12.3"
     assert facts["torch"] == {"version": "2.11.0+cu130", "cuda": "13.0", "cudnn": "9.19.0", "nccl": "2.28.9",
-                              "error": None}
-    assert facts["deepspeed"] == {"version": "0.17.5", "error": None}
-    assert facts["apex"] == {"present": True, "cuda_ext": True, "error": None}
+                              "error": None, "source": "import"}
+    assert facts["deepspeed"] == {"version": "0.17.5", "error": None, "source": "import"}
+    assert facts["apex"] == {"present": True, "cuda_ext": True, "error": None, "source": "import"}
 
 
 @pytest.mark.parametrize("stdout", ["", "Traceback (most recent call last):", "{not json"])
@@ -783,19 +783,22 @@ def site_packages(venv: Path) -> Path:
     return next(venv.glob("lib/python3*/site-packages"))
 
 
-def test_no_venv_means_no_probe(tmp_path):
+@pytest.mark.parametrize("probe", ["files", "import"])
+def test_no_venv_means_no_probe(tmp_path, probe):
     runner = Runner()
-    stack = gf.collect_python_stack(host_for(tmp_path, runner), None, [])
+    stack = gf.collect_python_stack(host_for(tmp_path, runner), None, [], probe)
     assert runner.calls == []
-    assert stack["python"] == {"version": None, "executable": None}
+    assert stack["python"] == {"version": None, "executable": None, "source": None}
     assert stack["torch"]["version"] is None and stack["torch"]["error"] == "no venv given"
 
 
-def test_venv_without_python(tmp_path):
+@pytest.mark.parametrize("probe", ["files", "import"])
+def test_venv_without_python(tmp_path, probe):
     errors: List[str] = []
     (tmp_path / "venv" / "bin").mkdir(parents=True)
-    stack = gf.collect_python_stack(host_for(tmp_path), "/venv", errors)
+    stack = gf.collect_python_stack(host_for(tmp_path), "/venv", errors, probe)
     assert stack["torch"]["error"].startswith("no python in venv /venv")
+    assert stack["torch"]["source"] == probe
     assert errors and errors[0].startswith("python: no python in venv")
 
 
@@ -807,22 +810,25 @@ def test_venv_without_python(tmp_path):
 def test_probe_failures_are_reported_not_raised(tmp_path, answer, error_part):
     tool(tmp_path, "/venv/bin/python")
     errors: List[str] = []
-    stack = gf.collect_python_stack(host_for(tmp_path, Runner({("python",): answer})), "/venv", errors)
+    stack = gf.collect_python_stack(host_for(tmp_path, Runner({("python",): answer})), "/venv", errors, "import")
     assert error_part in stack["torch"]["error"] and error_part in stack["deepspeed"]["error"]
-    assert stack["apex"] == {"present": False, "cuda_ext": False, "error": stack["torch"]["error"]}
+    assert stack["apex"] == {"present": False, "cuda_ext": False, "error": stack["torch"]["error"], "source": "import"}
     assert errors and error_part in errors[0]
 
 
 def test_probe_in_a_real_venv_without_torch(tmp_path):
     venv = make_venv(tmp_path / "venv")
     errors: List[str] = []
-    stack = gf.collect_python_stack(gf.Host(root="/", timeout=60), str(venv), errors)
+    stack = gf.collect_python_stack(gf.Host(root="/", timeout=60), str(venv), errors, "import")
     assert errors == []
-    assert stack["python"] == {"version": "%d.%d.%d" % sys.version_info[:3], "executable": str(venv / "bin/python")}
+    assert stack["python"] == {"version": "%d.%d.%d" % sys.version_info[:3], "executable": str(venv / "bin/python"),
+                               "source": "import"}
     assert stack["torch"] == {"version": None, "cuda": None, "cudnn": None, "nccl": None,
-                              "error": "ModuleNotFoundError: No module named 'torch'"}
-    assert stack["deepspeed"] == {"version": None, "error": "ModuleNotFoundError: No module named 'deepspeed'"}
-    assert stack["apex"] == {"present": False, "cuda_ext": False, "error": "ModuleNotFoundError: No module named 'apex'"}
+                              "error": "ModuleNotFoundError: No module named 'torch'", "source": "import"}
+    assert stack["deepspeed"] == {"version": None, "error": "ModuleNotFoundError: No module named 'deepspeed'",
+                                  "source": "import"}
+    assert stack["apex"] == {"present": False, "cuda_ext": False, "error": "ModuleNotFoundError: No module named 'apex'",
+                             "source": "import"}
 
 
 def test_probe_keeps_stdout_clean_and_tells_pypi_apex_from_nvidia_apex(tmp_path):
@@ -838,9 +844,9 @@ def test_probe_keeps_stdout_clean_and_tells_pypi_apex_from_nvidia_apex(tmp_path)
     (site / "apex").mkdir()
     (site / "apex" / "__init__.py").write_text("")
     errors: List[str] = []
-    stack = gf.collect_python_stack(gf.Host(root="/", timeout=60), str(venv), errors)
+    stack = gf.collect_python_stack(gf.Host(root="/", timeout=60), str(venv), errors, "import")
     assert errors == []
-    assert stack["deepspeed"] == {"version": "0.9.2", "error": None}
+    assert stack["deepspeed"] == {"version": "0.9.2", "error": None, "source": "import"}
     assert stack["apex"]["present"] is False
     assert "is not NVIDIA apex" in stack["apex"]["error"]
 
@@ -848,6 +854,260 @@ def test_probe_keeps_stdout_clean_and_tells_pypi_apex_from_nvidia_apex(tmp_path)
 def test_probe_script_is_python36_syntax():
     compile(gf.PROBE_SCRIPT, "<probe>", "exec")
     assert "f\"" not in gf.PROBE_SCRIPT and "f'" not in gf.PROBE_SCRIPT
+
+
+# --------------------------------------------------------------------------- the venv, from files
+# python_probe=files: the same sections from the venv's files, with no process. The trees below
+# hold the files pip writes (dist-info METADATA, torch/version.py in its two formats, ...).
+TORCH_113_VERSION_PY = ("__version__ = '1.13.1+cu117'\ndebug = False\ncuda = '11.7'\n"
+                        "git_version = '49444c3e546bf240bed24a101e747422d1f8a0ee'\nhip = None\n")
+TORCH_2_VERSION_PY = ("from typing import Optional\n\n__all__ = ['__version__', 'debug', 'cuda', 'git_version', 'hip']\n"
+                      "__version__ = '{version}'\ndebug = False\ncuda: Optional[str] = {cuda}\n"
+                      "git_version = 'cf30153c4c131c8164ee7798e5022d810682e2cb'\nhip: Optional[str] = None\n")
+SITE = "/venv/lib/python3.11/site-packages"
+
+
+def torch2(version: str, cuda: Optional[str]) -> str:
+    return TORCH_2_VERSION_PY.format(version=version, cuda="None" if cuda is None else "'%s'" % cuda)
+
+
+def dist(name: str, version: str, extra: str = "") -> Dict[str, str]:
+    """A dist-info directory as pip leaves it (METADATA's header, then a body that is ignored)."""
+    key = re.sub(r"[-_.]+", "_", name)
+    return {"%s-%s.dist-info/METADATA" % (key, version):
+            "Metadata-Version: 2.1\nName: %s\nVersion: %s\nSummary: x\n\nVersion: 0.0.0 in the body\n%s"
+            % (name, version, extra)}
+
+
+def fake_venv(root: Path, site_files: Dict[str, str], pyvenv: Optional[str] = "home = /usr/bin\nversion = 3.11.2\n",
+              lib: str = "python3.11") -> str:
+    tool(root, "/venv/bin/python")
+    if pyvenv is not None:
+        put(root, "/venv/pyvenv.cfg", pyvenv)
+    (root / "venv" / "lib" / lib / "site-packages").mkdir(parents=True, exist_ok=True)
+    for rel, text in site_files.items():
+        put(root, "/venv/lib/%s/site-packages/%s" % (lib, rel), text)
+    return "/venv"
+
+
+def files_stack(root: Path, site_files: Dict[str, str], **kwargs) -> Tuple[Dict, List[str], Runner]:
+    runner = Runner()
+    errors: List[str] = []
+    venv = fake_venv(root, site_files, **kwargs)
+    stack = gf.collect_python_stack(host_for(root, runner), venv, errors, "files")
+    return stack, errors, runner
+
+
+TORCH_CASES = [
+    # id, site-packages files, expected torch (error: a part of it, or None)
+    ("torch-1.13-pypi-cu117", {**dist("torch", "1.13.1"), "torch/version.py": TORCH_113_VERSION_PY,
+                               **dist("nvidia-cudnn-cu11", "8.5.0.96")},
+     # torch 1.13.1 links NCCL statically: no wheel names it.
+     {"version": "1.13.1+cu117", "cuda": "11.7", "cudnn": "8.5.0", "nccl": None, "error": None}),
+    ("torch-2.1-cu121", {**dist("torch", "2.1.2+cu121"), "torch/version.py": torch2("2.1.2+cu121", "12.1"),
+                         **dist("nvidia-cudnn-cu12", "8.9.2.26"), **dist("nvidia-nccl-cu12", "2.18.1")},
+     {"version": "2.1.2+cu121", "cuda": "12.1", "cudnn": "8.9.2", "nccl": "2.18.1", "error": None}),
+    ("torch-2.11-cu130-h200", {**dist("torch", "2.11.0+cu130"), "torch/version.py": torch2("2.11.0+cu130", "13.0"),
+                               **dist("nvidia-cudnn-cu13", "9.19.0.56"), **dist("nvidia-nccl-cu13", "2.28.9")},
+     {"version": "2.11.0+cu130", "cuda": "13.0", "cudnn": "9.19.0", "nccl": "2.28.9", "error": None}),
+    ("cu11-and-cu12-wheels-left-over", {**dist("torch", "2.1.2+cu121"), "torch/version.py": torch2("2.1.2+cu121", "12.1"),
+                                        **dist("nvidia-cudnn-cu11", "8.5.0.96"), **dist("nvidia-cudnn-cu12", "8.9.2.26"),
+                                        **dist("nvidia-nccl-cu11", "2.21.5"), **dist("nvidia-nccl-cu12", "2.18.1")},
+     {"version": "2.1.2+cu121", "cuda": "12.1", "cudnn": "8.9.2", "nccl": "2.18.1", "error": None}),
+    ("cpu-build", {**dist("torch", "2.13.0+cpu"), "torch/version.py": torch2("2.13.0+cpu", None),
+                   **dist("nvidia-cudnn-cu12", "9.1.0.70"), **dist("nvidia-nccl-cu12", "2.21.5")},
+     {"version": "2.13.0+cpu", "cuda": None, "cudnn": None, "nccl": None, "error": None}),
+    ("bundled-in-torch-lib", {**dist("torch", "1.13.1+cu117"), "torch/version.py": TORCH_113_VERSION_PY,
+                              "torch/lib/libcudnn.so.8": "", "torch/lib/libnccl.so.2.14.3": ""},
+     {"version": "1.13.1+cu117", "cuda": "11.7", "cudnn": None, "nccl": "2.14.3", "error": None}),
+    ("half-removed", {**dist("torch", "2.13.0+cpu"), "torch/lib/libc10.so": ""},
+     {"version": "2.13.0+cpu", "cuda": None, "cudnn": None, "nccl": None,
+      "error": "torch's dist-info says 2.13.0+cpu but site-packages/torch/version.py is missing: a half-removed install"}),
+    ("package-without-dist-info", {"torch/version.py": torch2("2.13.0+cpu", None)},
+     {"version": "2.13.0+cpu", "cuda": None, "cudnn": None, "nccl": None, "error": "but no dist-info"}),
+    ("two-distributions", {**dist("torch", "2.1.0"), **dist("torch", "2.1.2"), "torch/version.py": torch2("2.1.2", None)},
+     {"version": "2.1.2", "cuda": None, "cudnn": None, "nccl": None, "error": "torch has 2 distributions"}),
+    ("pypi-wheel-label-only-in-version-py", {**dist("torch", "2.1.2"), "torch/version.py": torch2("2.1.2+cu121", None)},
+     {"version": "2.1.2+cu121", "cuda": None, "cudnn": None, "nccl": None, "error": None}),
+    ("metadata-and-package-disagree", {**dist("torch", "2.1.0"), "torch/version.py": torch2("2.1.2", None)},
+     {"version": "2.1.2", "cuda": None, "cudnn": None, "nccl": None, "error": "a mixed install"}),
+    ("version-py-damaged", {**dist("torch", "2.1.0"), "torch/version.py": "garbage\n"},
+     {"version": "2.1.0", "cuda": None, "cudnn": None, "nccl": None, "error": "does not assign __version__"}),
+    ("not-installed", {},
+     {"version": None, "cuda": None, "cudnn": None, "nccl": None, "error": "torch is not installed in /venv"}),
+]
+
+
+@pytest.mark.parametrize("files, expected", [c[1:] for c in TORCH_CASES], ids=[c[0] for c in TORCH_CASES])
+def test_torch_from_files(tmp_path, files, expected):
+    stack, errors, runner = files_stack(tmp_path, files)
+    torch = stack["torch"]
+    assert runner.calls == [] and errors == []
+    assert torch["source"] == "files"
+    assert {k: torch[k] for k in ("version", "cuda", "cudnn", "nccl")} == {
+        k: expected[k] for k in ("version", "cuda", "cudnn", "nccl")}
+    if expected["error"] is None:
+        assert torch["error"] is None
+    else:
+        assert torch["error"] and expected["error"] in torch["error"], torch["error"]
+
+
+@pytest.mark.parametrize("dist_version, torch_code", [
+    ("8.5.0.96", 8500),     # cuDNN 8: MAJOR*1000 + MINOR*100 + PATCH
+    ("8.9.2.26", 8902),
+    ("9.19.0.56", 91900),   # cuDNN 9: MAJOR*10000 + MINOR*100 + PATCH (the H200 host)
+])
+def test_cudnn_from_files_is_written_as_torch_reports_it(tmp_path, dist_version, torch_code):
+    files = {**dist("torch", "2.1.2+cu121"), "torch/version.py": torch2("2.1.2+cu121", "12.1"),
+             **dist("nvidia-cudnn-cu12", dist_version)}
+    stack, _errors, _runner = files_stack(tmp_path, files)
+    assert stack["torch"]["cudnn"] == gf.cudnn_version_from_int(torch_code)
+
+
+@pytest.mark.parametrize("text, found, value", [
+    ("cuda = '11.7'\n", True, "11.7"),
+    ("cuda: Optional[str] = '12.1'\n", True, "12.1"),
+    ('cuda: Optional[str] = "13.0"\n', True, "13.0"),
+    ("cuda: Optional[str] = None\n", True, None),
+    ("cuda = None\n", True, None),
+    ("cudaversion = '11.7'\n", False, None),
+    ("# cuda = '11.7'\n", False, None),
+    ("", False, None),
+])
+def test_assigned_string(text, found, value):
+    assert gf._assigned_string(text, "cuda") == (found, value)
+
+
+DEEPSPEED_CASES = [
+    ("wheel", {**dist("deepspeed", "0.19.6"), "deepspeed/__init__.py": ""}, "0.19.6", None),
+    ("with-build-info", {**dist("deepspeed", "0.9.2"), "deepspeed/__init__.py": "",
+                         "deepspeed/git_version_info_installed.py": "version='0.9.2'\ngit_hash='unknown'\n"}, "0.9.2", None),
+    ("dist-info-without-package", dist("deepspeed", "0.19.6"), "0.19.6",
+     "deepspeed's dist-info says 0.19.6 but site-packages/deepspeed/__init__.py is missing"),
+    ("package-without-dist-info", {"deepspeed/__init__.py": "",
+                                   "deepspeed/git_version_info_installed.py": "version='0.9.2'\n"}, "0.9.2",
+     "but no dist-info"),
+    ("package-without-anything", {"deepspeed/__init__.py": ""}, None, "but no dist-info"),
+    ("build-info-disagrees", {**dist("deepspeed", "0.19.7"), "deepspeed/__init__.py": "",
+                              "deepspeed/git_version_info_installed.py": "version='0.19.6'\n"}, "0.19.7", "a mixed install"),
+    ("not-installed", {}, None, "deepspeed is not installed in /venv"),
+]
+
+
+@pytest.mark.parametrize("files, version, error", [c[1:] for c in DEEPSPEED_CASES], ids=[c[0] for c in DEEPSPEED_CASES])
+def test_deepspeed_from_files(tmp_path, files, version, error):
+    stack, errors, runner = files_stack(tmp_path, files)
+    assert runner.calls == [] and errors == []
+    assert stack["deepspeed"]["version"] == version and stack["deepspeed"]["source"] == "files"
+    if error is None:
+        assert stack["deepspeed"]["error"] is None
+    else:
+        assert error in (stack["deepspeed"]["error"] or ""), stack["deepspeed"]["error"]
+
+
+def test_editable_deepspeed_is_found_in_its_source_tree(tmp_path):
+    # pip install -e: the dist-info is in site-packages, the code in the checkout it names.
+    put(tmp_path, "/src/DeepSpeed/deepspeed/__init__.py", "")
+    files = {**dist("deepspeed", "0.16.1"),
+             "deepspeed-0.16.1.dist-info/direct_url.json":
+                 json.dumps({"url": "file:///src/DeepSpeed", "dir_info": {"editable": True}}),
+             "__editable__.deepspeed-0.16.1.pth": "/src/DeepSpeed\n"}
+    stack, _errors, _runner = files_stack(tmp_path, files)
+    assert stack["deepspeed"] == {"version": "0.16.1", "error": None, "source": "files"}
+    # The same dist-info whose checkout is gone is a broken install.
+    shutil.rmtree(str(tmp_path / "src"))
+    stack = gf.collect_python_stack(host_for(tmp_path), "/venv", [], "files")
+    assert "is missing" in stack["deepspeed"]["error"]
+
+
+SO = ".cpython-311-x86_64-linux-gnu.so"
+APEX_CASES = [
+    ("not-installed", {}, False, False, "apex is not installed in /venv"),
+    ("pypi-apex", {"apex/__init__.py": "", "apex/pyramid.py": ""}, False, False, "is not NVIDIA apex"),
+    ("python-only", {"apex/__init__.py": "", "apex/normalization/__init__.py": "", "apex/optimizers/__init__.py": ""},
+     True, False, "no amp_C*.so, fused_layer_norm_cuda*.so"),
+    ("one-extension", {"apex/normalization/__init__.py": "", "amp_C" + SO: ""}, True, False,
+     "no fused_layer_norm_cuda*.so"),
+    ("cuda-ext", {"apex/optimizers/__init__.py": "", "amp_C" + SO: "", "fused_layer_norm_cuda" + SO: ""},
+     True, True, None),
+    ("similar-names-do-not-count", {"apex/optimizers/__init__.py": "", "amp_C_other" + SO: "",
+                                    "fused_layer_norm_cuda.py": ""}, True, False, "no amp_C*.so"),
+    ("setup-py-install-egg", {"apex-0.1-py3.11-linux-x86_64.egg/apex/normalization/__init__.py": "",
+                              "apex-0.1-py3.11-linux-x86_64.egg/amp_C" + SO: "",
+                              "apex-0.1-py3.11-linux-x86_64.egg/fused_layer_norm_cuda" + SO: ""}, True, True, None),
+]
+
+
+@pytest.mark.parametrize("files, present, cuda_ext, error", [c[1:] for c in APEX_CASES], ids=[c[0] for c in APEX_CASES])
+def test_apex_from_files(tmp_path, files, present, cuda_ext, error):
+    stack, errors, runner = files_stack(tmp_path, files)
+    apex = stack["apex"]
+    assert runner.calls == [] and errors == []
+    assert (apex["present"], apex["cuda_ext"], apex["source"]) == (present, cuda_ext, "files")
+    if error is None:
+        assert apex["error"] is None
+    else:
+        assert error in (apex["error"] or ""), apex["error"]
+
+
+@pytest.mark.parametrize("pyvenv, lib, version, source", [
+    ("home = /usr/bin\ninclude-system-site-packages = false\nversion = 3.11.2\n", "python3.11", "3.11.2", "pyvenv.cfg"),
+    # virtualenv and uv write version_info
+    ("home = /usr/bin\nimplementation = CPython\nversion_info = 3.12.3.final.0\n", "python3.12", "3.12.3", "pyvenv.cfg"),
+    ("home = /usr/bin\nversion = 3.9.16\n", "pypy3.9", "3.9.16", "pyvenv.cfg"),
+    ("home = /usr/bin\n", "python3.10", "3.10", "lib directory"),
+    (None, "python3.11", "3.11", "lib directory"),
+    (None, "pypy3.9", "3.9", "lib directory"),
+])
+def test_python_version_from_files(tmp_path, pyvenv, lib, version, source):
+    stack, _errors, runner = files_stack(tmp_path, {}, pyvenv=pyvenv, lib=lib)
+    assert runner.calls == []
+    assert stack["python"] == {"version": version, "executable": "/venv/bin/python", "source": source}
+
+
+def test_lib64_and_a_stale_series_are_read_in_the_right_order(tmp_path):
+    # lib64 -> lib (RHEL venvs) counts once; the series pyvenv.cfg names is read first.
+    fake_venv(tmp_path, {}, pyvenv="version = 3.11.2\n")
+    link(tmp_path, "/venv/lib64", "lib")
+    for rel, text in {**dist("torch", "2.1.0"), "torch/version.py": torch2("2.1.0", None)}.items():
+        put(tmp_path, "/venv/lib/python3.10/site-packages/" + rel, text)
+    for rel, text in {**dist("torch", "2.1.2"), "torch/version.py": torch2("2.1.2", None)}.items():
+        put(tmp_path, "/venv/lib/python3.11/site-packages/" + rel, text)
+    stack = gf.collect_python_stack(host_for(tmp_path), "/venv", [], "files")
+    assert stack["torch"]["version"] == "2.1.2"
+
+
+def test_venv_without_site_packages(tmp_path):
+    tool(tmp_path, "/venv/bin/python3")
+    put(tmp_path, "/venv/pyvenv.cfg", "version = 3.11.2\n")
+    stack = gf.collect_python_stack(host_for(tmp_path), "/venv", [], "files")
+    assert stack["python"] == {"version": "3.11.2", "executable": "/venv/bin/python3", "source": "pyvenv.cfg"}
+    for section in ("torch", "deepspeed", "apex"):
+        assert stack[section]["error"].startswith("no site-packages in /venv"), section
+
+
+def test_missing_venv_in_files_mode(tmp_path):
+    errors: List[str] = []
+    stack = gf.collect_python_stack(host_for(tmp_path), "/opt/nowhere", errors, "files")
+    assert stack["torch"]["version"] is None and stack["torch"]["error"].startswith("no python in venv /opt/nowhere")
+    assert errors == ["python: " + stack["torch"]["error"]]
+
+
+def test_unknown_probe_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="python_probe is 'guess'"):
+        gf.collect(host_for(tmp_path), venv="/venv", python_probe="guess")
+
+
+@pytest.mark.skipif(not list(Path(sys.prefix).glob("lib/python3*/site-packages/torch/version.py")),
+                    reason="the test runner's venv has no torch")
+def test_files_and_import_agree_on_the_test_runners_venv():
+    # The project's venv carries real torch and DeepSpeed wheels: both probes must tell the same.
+    host = gf.Host(root="/", timeout=120)
+    by_files = gf.collect_python_stack(host, sys.prefix, [], "files")
+    by_import = gf.collect_python_stack(host, sys.prefix, [], "import")
+    for section, keys in (("python", ("version", "executable")), ("torch", ("version", "cuda", "cudnn", "nccl", "error")),
+                          ("deepspeed", ("version", "error")), ("apex", ("present", "cuda_ext"))):
+        assert {k: by_files[section][k] for k in keys} == {k: by_import[section][k] for k in keys}, section
 
 
 # --------------------------------------------------------------------------- whole collect()

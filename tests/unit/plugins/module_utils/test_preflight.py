@@ -204,7 +204,21 @@ DRIFT = [
     ("torch-cpu-build", "cu130", mutate(torch__version="2.11.0+cpu", torch__cuda=None, torch__cudnn=None, torch__nccl=None), {"torch"}),
     ("torch-broken", "cu117", mutate(torch__version=None, torch__cuda=None, torch__cudnn=None, torch__nccl=None,
                                      torch__error="ImportError: libcudnn.so.8: cannot open shared object file"), {"torch"}),
+    # A version with an error: what pip recorded is there, the package is not (files probe), or
+    # the import fails (import probe). The version alone must not pass.
+    ("torch-half-removed", "cu117", mutate(torch__error="torch's dist-info says 1.13.1 but site-packages/torch/version.py "
+                                                        "is missing: a half-removed install"), {"torch"}),
+    ("torch-half-removed-cpu", "cpu", mutate(torch__cuda=None, torch__error="torch's dist-info says 2.13.0+cpu but "
+                                             "site-packages/torch/version.py is missing: a half-removed install"), {"torch"}),
+    ("torch-import-fails-with-metadata", "cu130", mutate(torch__cuda=None, torch__cudnn=None, torch__nccl=None,
+                                                         torch__error="ModuleNotFoundError: No module named 'torch'"),
+     {"torch"}),
     ("deepspeed", "cu117", mutate(deepspeed__version="0.9.5"), {"deepspeed"}),
+    ("deepspeed-half-removed", "cu121", mutate(deepspeed__error="deepspeed's dist-info says 0.19.6 but "
+                                               "site-packages/deepspeed/__init__.py is missing: a half-removed install"),
+     {"deepspeed"}),
+    ("deepspeed-import-fails-with-metadata", "cpu", mutate(deepspeed__error="ImportError: cannot import name 'BUFSIZE'"),
+     {"deepspeed"}),
     ("deepspeed-too-new-for-mds", "cu130", mutate(deepspeed__version="0.19.7"), {"deepspeed"}),
     ("deepspeed-broken", "cu117", mutate(deepspeed__version=None, deepspeed__error="ImportError: cannot import name 'BUFSIZE'"), {"deepspeed"}),
     ("python-in-range", "cu117", mutate(python__version="3.10.12"), {"python"}),
@@ -244,6 +258,59 @@ def test_drift_on_one_node_fails_that_node_and_component_only(case, profile_name
     # No false positive on the untouched nodes, and no stray warnings anywhere.
     assert [row for row in rows if row.node in ("node1", "node3") and row.status in (pf.FAIL, pf.WARN)] == []
     assert by_status(rows, pf.WARN) == []
+
+
+@pytest.mark.parametrize("component, check, version", [
+    ("torch", "torch.version", "1.13.1+cu117"),
+    ("deepspeed", "deepspeed.version", "0.9.2"),
+])
+def test_a_version_with_an_error_fails_and_says_how_to_reinstall(component, check, version):
+    cluster = make_cluster("cu117")
+    error = "%s's dist-info says %s but site-packages/%s is missing: a half-removed install" % (
+        component, version.split("+")[0], component)
+    cluster["node2"][component]["error"] = error
+    rows = run(cluster, "cu117")
+    row = row_for(rows, check, "node2")
+    assert row.status == pf.FAIL
+    assert row.found == "%s, broken: %s" % (version, error)
+    assert "node2" in row.fix and "python_env" in row.fix and "--force-reinstall" in row.fix
+    assert "/opt/megatron/venv/bin/pip" in row.fix
+    if component == "torch":
+        # Reported once: what depends on torch's own values skips on that node.
+        for dependent in ("cuda.nvcc_vs_torch", "cudnn.torch", "nccl.torch", "torch.cuda"):
+            dep = row_for(rows, dependent, "node2")
+            assert dep.status == pf.SKIP and "torch is broken" in dep.fix, dep
+        assert not [r for r in rows if r.check.startswith("same.torch_") and r.node == "node2"]
+
+
+@pytest.mark.parametrize("header, status", [
+    ("8.6.0", pf.PASS),         # what cudnn_version.h of 8.6.0.163 carries (the known bug: it failed)
+    ("8.6.0.163", pf.PASS),
+    ("8.6.1", pf.FAIL),
+    ("8.5.0", pf.FAIL),
+])
+def test_cu117_system_cudnn_is_compared_at_the_headers_precision(header, status):
+    cluster = make_cluster("cu117")
+    for facts in cluster.values():
+        facts["cudnn"]["version"] = header
+    rows = run(cluster, "cu117")
+    assert {row_for(rows, "cudnn.system", node).status for node in NODES} == {status}
+
+
+@pytest.mark.parametrize("what, check", [("cudnn", "cudnn.torch"), ("nccl", "nccl.torch")])
+@pytest.mark.parametrize("source, status", [("files", pf.WARN), ("import", pf.FAIL), (None, pf.FAIL)])
+def test_torch_library_unreadable_from_files_warns(what, check, source, status):
+    # A torch that bundles cuDNN/NCCL in torch/lib names no version there: the files probe
+    # cannot tell, so it is a warning that says how to read it, not a false failure.
+    cluster = make_cluster("cu130")
+    cluster["node2"]["torch"][what] = None
+    if source:
+        cluster["node2"]["torch"]["source"] = source
+    row = row_for(run(cluster, "cu130"), check, "node2")
+    assert row.status == status
+    if status == pf.WARN:
+        assert row.found == "not readable from the venv's files" and "preflight_python_probe=import" in row.fix
+        assert "node2" in row.fix
 
 
 @pytest.mark.parametrize(
@@ -734,3 +801,42 @@ def test_inputs_are_not_modified():
     before = copy.deepcopy(cluster)
     run(cluster)
     assert cluster == before
+
+
+def _no_rdma(facts: Dict[str, Any]) -> None:
+    facts["infiniband"]["hcas"] = []
+
+
+def _rdma_down(facts: Dict[str, Any]) -> None:
+    for hca in facts["infiniband"]["hcas"]:
+        for port in hca["ports"]:
+            port.update(state="Down", phys_state="Polling")
+
+
+# (id, mode, infiniband_required, gpudirect, node facts, status of a node capped at 8192 kB, words)
+MEMLOCK_POLICY = [
+    ("auto-ib-required", "auto", True, False, _no_rdma, pf.FAIL, ""),
+    ("auto-gpudirect", "auto", False, True, _no_rdma, pf.FAIL, ""),
+    ("auto-active-port-seen", "auto", False, False, lambda f: None, pf.FAIL, ""),
+    ("auto-no-rdma", "auto", False, False, _no_rdma, pf.WARN, "NCCL uses sockets"),
+    ("auto-rdma-ports-down", "auto", False, False, _rdma_down, pf.WARN, "advised, not required"),
+    ("required-without-rdma", "required", False, False, _no_rdma, pf.FAIL, ""),
+    ("advisory-with-ib", "advisory", True, True, lambda f: None, pf.WARN, "memlock: advisory"),
+]
+
+
+@pytest.mark.parametrize("mode, ib_required, gpudirect, shape, status, words",
+                         [case[1:] for case in MEMLOCK_POLICY], ids=[case[0] for case in MEMLOCK_POLICY])
+def test_memlock_is_required_where_nccl_uses_rdma(mode, ib_required, gpudirect, shape, status, words):
+    cluster = make_cluster()
+    for facts in cluster.values():
+        shape(facts)
+    cluster["node2"]["memlock"].update(current="8192", noninteractive_ssh="8192")
+    options = dict(full_options(), infiniband_required=ib_required, gpudirect=gpudirect, memlock=mode)
+    rows = run(cluster, options=options)
+    row = row_for(rows, "memlock.unlimited", "node2")
+    assert row.status == status, row
+    assert words in row.expected and row.found == "current 8192, non-interactive ssh 8192"
+    assert "os_base" in row.fix and "node2" in row.fix
+    # A node with unlimited memlock passes whatever the mode.
+    assert row_for(rows, "memlock.unlimited", "node1").status == pf.PASS
