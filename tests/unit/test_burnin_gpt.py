@@ -86,3 +86,37 @@ def test_burnin_refuses_bad_profile_steps(tmp_path):
     run = _run(tmp_path, ["--steps", "2", "--profile", "pt", "--profile-steps", "3,2"])
     assert run.returncode != 0
     assert "--profile-steps 3,2: want START,END with 1 <= START <= END" in run.stdout + run.stderr
+
+
+def test_sigterm_saves_and_exits_zero_even_when_signalled_again(tmp_path):
+    """stop.yml's contract: SIGTERM -> the rank saves a tag and exits 0, and a second, late SIGTERM
+    (ranks of other nodes can make this rank stop before its own signal comes) does not kill it.
+    The late signal's timing is not deterministic here: the molecule launch scenario, where the
+    race really happened, is the test of StopFlag.settle()."""
+    config = tmp_path / "ds_config.json"
+    config.write_text(json.dumps(CONFIG))
+    env = dict(os.environ, RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_SIZE="1", MASTER_ADDR="127.0.0.1",
+               MASTER_PORT=str(_free_port()), DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1")
+    argv = [sys.executable, "-u", str(SCRIPT), "--ds-config", str(config), "--layers", "1", "--hidden", "32",
+            "--heads", "2", "--seq", "16", "--vocab", "64", "--pool", "4", "--probe-steps", "1",
+            "--steps", "100000", "--save", str(tmp_path / "ckpt")]
+    proc = subprocess.Popen(argv, env=env, cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    seen: List[str] = []
+    try:
+        for line in proc.stdout:
+            seen.append(line)
+            if line.startswith("BURNIN step=3 "):
+                proc.send_signal(15)
+            elif line.startswith("BURNIN_RESULT "):
+                proc.send_signal(15)  # the late one, while the rank finishes
+        rc = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    output = "".join(seen)
+    assert rc == 0, output[-3000:]
+    result = _result(output)
+    assert result["stopped_by_sigterm"] is True and result["final_step"] >= 3
+    tag = (tmp_path / "ckpt" / "latest").read_text().strip()
+    assert tag == "global_step%d" % result["final_step"]
+    assert "BURNIN checkpoint %s/%s (SIGTERM)" % (tmp_path / "ckpt", tag) in output

@@ -36,7 +36,6 @@ from ansible_collections.megatron_ds.cluster.tests.unit.job_defaults import DS_M
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
-
 def hosts_for(job: Dict[str, Any]) -> List[str]:
     return ["node%d" % (i + 1) for i in range(job["nodes"])]
 

@@ -75,7 +75,8 @@ def test_profile_runs_the_job_with_megatrons_profiler_and_leaves_the_job_alone()
     assert all(t.split("/")[1].startswith(t.split("/")[0] + "_") and t.endswith(".pt.trace.json.gz") for t in traces), traces
     # The profiled run is the job's own train.sh rendered with the profiler flags, in its own dir.
     script = node("node1").file("/opt/megatron/jobs/sim-gpt-profile/train.sh").content_string
-    assert "--profile pt --profile_steps 2,3 --profile-ranks 0 5" in " ".join(script.split())
+    # One argument per line after the script: read it as the shell does.
+    assert "--profile pt --profile_steps 2,3 --profile-ranks 0 5" in " ".join(script.replace("\\\n", " ").split())
     assert "--load" not in script
     assert latest("node1", TRAIN_CKPT) == tag_before
     assert latest("node1", "/opt/megatron/jobs/sim-gpt-profile/checkpoints") == "global_step3"

@@ -237,6 +237,14 @@ class StopFlag:
     def _handle(self, signum: int, frame: Any) -> None:  # pylint: disable=unused-argument
         self.received = True
 
+    @staticmethod
+    def settle() -> None:
+        """Ignore SIGTERM from here on: the ranks agreed to stop and save. Every rank stops when
+        any rank was signalled, so a rank whose own signal comes late (stop.yml signals the nodes
+        one by one) may get it after its save, during interpreter shutdown, where Python's
+        handlers are already gone: it would die with -15 and fail its launcher."""
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
     def any_rank(self, device: torch.device) -> bool:
         flag = torch.tensor([1.0 if self.received else 0.0], device=device)
         torch_dist.all_reduce(flag, op=torch_dist.ReduceOp.MAX)
@@ -401,6 +409,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 flush=True,
             )
         if stop.any_rank(device):
+            stop.settle()
             checkpoint = save(engine, args.save, "SIGTERM", rank)
             stopped = True
             break
