@@ -6,6 +6,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -110,3 +111,17 @@ def checkpoint_files(host: str, directory: str, tag: str) -> List[str]:
 def latest(host: str, directory: str) -> Optional[str]:
     target = node(host).file(directory + "/latest")
     return target.content_string.strip() if target.exists else None
+
+
+def module(host: str, name: str, args: Dict[str, Any]) -> Dict[str, Any]:
+    """One module call on a node, as `ansible HOST -m NAME -a JSON` (become); its result."""
+    env = ansible_env(PROJECT_DIR)
+    env.update(ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json")
+    command = [str(Path(sys.executable).parent / "ansible"), host, "-i", INVENTORY, "--become",
+               "-m", name, "-a", json.dumps(args)]
+    result = subprocess.run(command, env=env, cwd=PROJECT_DIR, text=True, capture_output=True, timeout=300, check=False)
+    try:
+        plays = json.loads(result.stdout)["plays"]
+        return plays[0]["tasks"][0]["hosts"][host]
+    except (ValueError, KeyError, IndexError) as exc:
+        raise AssertionError("ansible %s -m %s: %s\n%s%s" % (host, name, exc, result.stdout[-3000:], result.stderr[-3000:]))

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from launch_helpers import (BURNIN_CKPT, BURNIN_DIR, BURNIN_LOG, NODES, RANKS_PER_NODE, burnin_results,
-                            checkpoint_files, latest, playbook, ranks, run_log, status)
+                            checkpoint_files, latest, module, node, playbook, ranks, run_log, status)
 
 STOP_CKPT = BURNIN_DIR + "/checkpoints-stop"
 STEPS = 20
@@ -55,6 +55,47 @@ def test_burnin_checkpoint_is_in_deepspeed_layout_with_shards_on_their_nodes():
                   for r in range(RANKS_PER_NODE)]
         for shard in shards:
             assert shard in files[name], (name, files)
+
+
+CHECK = "megatron_ds.cluster.megatron_checkpoint_info"
+EXPECT = {"world_size": len(NODES) * RANKS_PER_NODE, "tensor_parallel": 1, "pipeline_parallel": 1, "zero_stage": 1}
+
+
+def test_checkpoint_module_checks_each_nodes_part_and_loads_it():
+    """No shared storage: every node checks the ranks whose files it wrote, and torch.loads them."""
+    for index, name in enumerate(NODES):
+        own = list(range(index * RANKS_PER_NODE, (index + 1) * RANKS_PER_NODE))
+        result = module(name, CHECK, {"path": BURNIN_CKPT, "tag": "global_step%d" % STEPS, "ranks": own,
+                                      "expect": EXPECT, "load": True, "python": "/opt/megatron/venv/bin/python"})
+        assert not result.get("failed") and result["ok"], (name, result.get("message"), result.get("problems"))
+        assert result["problems"] == [] and result["mismatches"] == []
+        assert result["load"]["loaded"] == len(result["files"]), (name, result["load"])
+
+
+def test_checkpoint_module_catches_a_cut_shard_a_missing_rank_and_another_shape():
+    """On a copy of node2's part of the real checkpoint (ranks 2 and 3)."""
+    copy = "/tmp/ckpt-damaged"
+    tag = "global_step%d" % STEPS
+    shard = "zero_pp_rank_%d_mp_rank_00_optim_states.pt"
+    node2 = node("node2")
+    node2.check_output("rm -rf %s && cp -a %s %s" % (copy, BURNIN_CKPT, copy))
+    try:
+        args = {"path": copy, "tag": tag, "ranks": [2, 3], "expect": EXPECT}
+        assert module("node2", CHECK, args)["ok"]
+        node2.check_output("truncate -s 200 %s/%s/%s" % (copy, tag, shard % 2))
+        node2.check_output("rm %s/%s/%s" % (copy, tag, shard % 3))
+        result = module("node2", CHECK, args)
+        assert result.get("failed") and not result["ok"], result
+        assert any(shard % 2 in problem for problem in result["problems"]), result["problems"]
+        assert any(shard % 3 in problem and "missing" in problem for problem in result["problems"]), result["problems"]
+        assert copy in result["message"]
+
+        node2.check_output("rm -rf %s && cp -a %s %s" % (copy, BURNIN_CKPT, copy))
+        result = module("node2", CHECK, dict(args, expect=dict(EXPECT, tensor_parallel=2)))
+        assert result.get("failed") and result["mismatches"], result
+        assert any("universal" in mismatch.lower() for mismatch in result["mismatches"]), result["mismatches"]
+    finally:
+        node2.run("rm -rf %s" % copy)
 
 
 def test_status_reports_the_finished_burnin():
