@@ -34,8 +34,17 @@ image: docker
 
 setup: venv image
 
+# MEGATRON_DS_SRC=<a Megatron-DeepSpeed checkout>: the simulated nodes install it from an archive
+# of that checkout (sha256-checked) instead of cloning GitHub, so the demo also runs offline.
 sim-up: setup
 	$(PY) tests/wheelhouse/fill.py --profile cpu --python 3.11
+	@if [ -n "$${MEGATRON_DS_SRC:-}" ]; then \
+	  src=$$(cd "$$MEGATRON_DS_SRC" && pwd); \
+	  tar -C "$$(dirname "$$src")" --exclude=.git --exclude=__pycache__ --exclude='*.so' --exclude=build \
+	    -czf .cache/megatron-ds-src.tar.gz "$$(basename "$$src")"; \
+	  sha256sum .cache/megatron-ds-src.tar.gz | cut -d' ' -f1 > .cache/megatron-ds-src.tar.gz.sha256; \
+	  echo "sim-up: Megatron-DeepSpeed from $$src (.cache/megatron-ds-src.tar.gz)"; \
+	fi
 	$(PY) scripts/sim-cluster up --nodes $(SIM_NODES)
 
 sim-down: venv

@@ -612,7 +612,8 @@ def check_megatron(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
     path = _text(_get(facts, "megatron_deepspeed", "path"))
     if _get(facts, "megatron_deepspeed", "present"):
         commit = _text(_get(facts, "megatron_deepspeed", "commit"))
-        return _row(check, PASS, node, comp, "%s at %s" % (_show(commit), _show(path)), "a checkout (ref %s)" % ctx.spec("megatron_deepspeed", "ref"))
+        shown = commit if commit else "no git commit (not a git checkout: an archive?)"
+        return _row(check, PASS, node, comp, "%s at %s" % (shown, _show(path)), "a checkout (ref %s)" % ctx.spec("megatron_deepspeed", "ref"))
     # A warning, not a failure: preflight also runs right after provisioning, before the
     # checkout; the launch itself fails loudly without it.
     return _row(
@@ -761,6 +762,8 @@ def check_clock(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
         found += " (%s)" % source
     fix = "enable time sync (chrony/NTP) on %s with %s; skewed clocks break NCCL timeouts and log order" % (node, _role("os_base"))
     if synced is False or (offset_ms is not None and abs(offset_ms) > limit):
+        if str(ctx.options.get("clock") or "required") == "advisory":
+            return _row(check, WARN, node, comp, found, expected + " (clock: advisory)", fix)
         return _row(check, FAIL, node, comp, found, expected, fix)
     if synced is None and offset_ms is None:
         return _row(check, WARN, node, comp, found, expected, "could not read the clock state on %s: %s" % (node, fix))
@@ -799,6 +802,7 @@ def _limit_unlimited(value: Any) -> bool:
 
 
 MEMLOCK_MODES = ("auto", "required", "advisory")
+CLOCK_MODES = ("required", "advisory")
 
 
 def _rdma_active(facts: Mapping[str, Any]) -> bool:

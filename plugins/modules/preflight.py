@@ -72,6 +72,14 @@ options:
     type: str
     choices: [auto, required, advisory]
     default: auto
+  clock:
+    description:
+      - C(required) fails a node whose clock is not synchronised or is off by more than
+        O(max_clock_offset_ms); C(advisory) only warns. Containers on one machine share its kernel
+        clock, so there the machine's own time sync decides (the simulated cluster uses C(advisory)).
+    type: str
+    choices: [required, advisory]
+    default: required
   min_free_gb:
     description:
       - Free space required on every path of O(disk_paths), in gigabytes (10^9 bytes). Omit to skip.

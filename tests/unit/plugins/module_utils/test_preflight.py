@@ -840,3 +840,29 @@ def test_memlock_is_required_where_nccl_uses_rdma(mode, ib_required, gpudirect, 
     assert "os_base" in row.fix and "node2" in row.fix
     # A node with unlimited memlock passes whatever the mode.
     assert row_for(rows, "memlock.unlimited", "node1").status == pf.PASS
+
+
+@pytest.mark.parametrize("mode, synced, offset, status", [
+    ("required", False, None, pf.FAIL),
+    ("advisory", False, None, pf.WARN),
+    ("advisory", True, 500.0, pf.WARN),
+    ("advisory", True, 3.0, pf.PASS),
+    (None, False, None, pf.FAIL),  # the default is required
+])
+def test_clock_mode(mode, synced, offset, status):
+    cluster = make_cluster()
+    cluster["node2"]["clock"].update(synchronized=synced, offset_ms=offset)
+    options = dict(full_options())
+    if mode:
+        options["clock"] = mode
+    row = row_for(run(cluster, options=options), "clock.sync", "node2")
+    assert row.status == status, row
+    assert row.status == pf.PASS or "node2" in row.fix
+
+
+def test_megatron_checkout_without_git_says_so():
+    cluster = make_cluster()
+    for facts in cluster.values():
+        facts["megatron_deepspeed"]["commit"] = None
+    row = row_for(run(cluster), "megatron_deepspeed.present", "node1")
+    assert row.status == pf.PASS and row.found.startswith("no git commit (not a git checkout")
