@@ -2,7 +2,8 @@
 # Megatron-DeepSpeed pretrain_gpt.py throughput through the job files the megatron_job role
 # renders, on one GPU host, as `localhost`. Needs: VENV with torch, DeepSpeed, ansible-core,
 # NVIDIA apex (amp_C, fused_layer_norm_cuda, apex_C) and transformers/nltk; a Megatron-DeepSpeed
-# checkout in MEGATRON_DS_SRC. Set SDPA_FLASH_ATTN=1 to install bench/gpu/flash_attn_sdpa.
+# checkout in MEGATRON_DS_SRC. Set SDPA_FLASH_ATTN=1 to install the flash-attention SDPA adapter
+# (roles/python_env/files/flash_attn_sdpa: what python_env_flash_attn: sdpa installs).
 #
 #   MEGATRON_DS_SRC=... bench/gpu/mds_throughput.sh NAME:MICRO:FLASH:ACTCKPT:ITERS ...
 #   e.g. bench/gpu/mds_throughput.sh fa16:16:true:false:15 fa16nd:16:true:false:12
@@ -15,9 +16,9 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export PATH=$VENV/bin:$PATH ANSIBLE_CONFIG=$REPO/ansible.cfg ANSIBLE_FORCE_COLOR=0
 NGPU=$(nvidia-smi -L | wc -l)
 SITE=$($VENV/bin/python3 -c 'import site;print(site.getsitepackages()[0])')
-[ "${SDPA_FLASH_ATTN:-0}" = 1 ] && cp -r bench/gpu/flash_attn_sdpa/flash_attn "$SITE/"
+[ "${SDPA_FLASH_ATTN:-0}" = 1 ] && cp -r roles/python_env/files/flash_attn_sdpa/flash_attn "$SITE/"
 (cd /tmp && python3 -c "import torch, amp_C, fused_layer_norm_cuda, apex_C; import flash_attn; print('apex+adapter ok', flash_attn.__version__)")
-(cd bench/gpu/flash_attn_sdpa && python3 test_adapter.py)
+(cd /tmp && python3 "$REPO/roles/python_env/files/check_flash_attn.py")
 MDS=${MEGATRON_DS_SRC:?set MEGATRON_DS_SRC to a Megatron-DeepSpeed checkout}
 (cd $MDS && python3 -c "
 import numpy as np

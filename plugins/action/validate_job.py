@@ -73,6 +73,9 @@ class ActionModule(ActionBase):
             script_path = self._resolve(args["script"], "script")
             script = _jobspec.parse_train_script(self._read(script_path, "script"), era=era)
             spec = script["spec"]
+            # train.sh does not name its stack profile: the profile's rules (flash attention
+            # required on cu130) come from stack_profile / megatron_stack_profile.
+            spec["stack_profile"] = profile_name or _stack_profiles.DEFAULT_PROFILE
             base = os.path.dirname(script_path)
             if not ds_config_file and script.get("deepspeed_config"):
                 candidate = os.path.join(base, script["deepspeed_config"])

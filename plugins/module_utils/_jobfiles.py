@@ -488,8 +488,8 @@ def train_arg_groups(spec: Mapping[str, Any], profile: ProfileArg = None) -> Lis
         add("--exit-signal-handler")
 
     # Fast paths
-    if _bool(spec, "use_flash_attn"):
-        need_new_mds("--use-flash-attn-v2", "use_flash_attn", "set megatron_job_use_flash_attn: false")
+    if use_flash_attn(spec, prof):
+        need_new_mds("--use-flash-attn-v2", "use_flash_attn", "set megatron_job_use_flash_attn: auto (or false)")
         add("--use-flash-attn-v2")
     if not _bool(spec, "masked_softmax_fusion"):
         add("--no-masked-softmax-fusion")
@@ -517,6 +517,15 @@ def train_arg_groups(spec: Mapping[str, Any], profile: ProfileArg = None) -> Lis
     for item in extra or []:
         groups.append([str(item)])
     return groups
+
+
+def use_flash_attn(spec: Mapping[str, Any], profile: ProfileArg = None) -> bool:
+    """The spec's use_flash_attn as a bool: ``auto`` (the default) is true where the stack
+    profile requires flash attention (cu130: torch 2.11 breaks the unfused path, FACTS.md G)."""
+    value = spec.get("use_flash_attn", "auto")
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return bool(_stack_profiles.flash_attn(_profile(profile))["required"])
+    return _bool(spec, "use_flash_attn")
 
 
 def train_args(spec: Mapping[str, Any], profile: ProfileArg = None) -> List[str]:

@@ -24,6 +24,7 @@ import re
 import shlex
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from . import _stack_profiles
 from ._mds_args import (
     ArgValueError,
     BEFORE_REBASE,
@@ -115,7 +116,8 @@ DEFAULTS: Dict[str, Any] = {
     "contiguous_memory_optimization": False,
     "checkpoint_in_cpu": False,
     # Fast paths
-    "use_flash_attn": False,
+    # auto: on where the stack profile requires it (cu130, FACTS.md G), else off.
+    "use_flash_attn": "auto",
     "masked_softmax_fusion": True,
     "bias_gelu_fusion": True,
     "bias_dropout_fusion": True,
@@ -245,6 +247,18 @@ DS_CHECKPOINTING_KEYS = ("partition_activations", "contiguous_memory_optimizatio
 # asked for a feature the stack lacks); the others (--exit-signal-handler) are left out with
 # a warning.
 DROPPED_IS_ERROR = frozenset({"--sequence-parallel", "--use-flash-attn-v2", "--vocab-size", "--tokenizer-model"})
+
+# Every flag that turns on Megatron-DeepSpeed's flash attention (args.use_flash_attn is their
+# OR, FACTS.md A). The SDPA adapter serves only the v2 import (flash_attn_varlen_func).
+FLASH_ATTN_FLAGS = ("--use-flash-attn-v2", "--use-flash-attn", "--use-flash-attn-v1",
+                    "--use-flash-attn-triton", "--use-flash-attn-builder")
+FLASH_ATTN_AUTO = "auto"
+# Why a profile requires flash attention: its torch breaks the unfused path (FACTS.md G).
+FLASH_ATTN_REQUIRED_REASON = (
+    "Megatron-DeepSpeed's unfused attention fails on this profile's torch (FACTS.md G: "
+    "CoreAttention.forward raises 'view size is not compatible with input tensor's size and "
+    "stride', .view on non-contiguous query/key/value)"
+)
 
 # Tokenizer vocabularies the parameter count needs (GPT-2 BPE: 50257 tokens).
 KNOWN_VOCAB_SIZES = {"GPT2BPETokenizer": 50257}
@@ -432,7 +446,9 @@ def _coerce_key(key: str, value: Any) -> Any:
         return value
     if key in FLOAT_KEYS:
         return _to_float(key, value)
-    if key in BOOL_KEYS:
+    if key == "use_flash_attn" and isinstance(value, str) and value.strip().lower() == FLASH_ATTN_AUTO:
+        return FLASH_ATTN_AUTO
+    if key in BOOL_KEYS or key == "use_flash_attn":
         return _to_bool(key, value)
     if key in ("env", "nccl_env"):
         if not isinstance(value, Mapping):
@@ -483,7 +499,25 @@ def normalize(spec_vars: Mapping[str, Any]) -> Dict[str, Any]:
             spec[key] = DEFAULTS[key].format(**spec)
     if spec["ffn_hidden_size"] is None:
         spec["ffn_hidden_size"] = 4 * spec["hidden_size"]
+    spec["use_flash_attn"] = resolve_flash_attn(spec["use_flash_attn"], spec["stack_profile"])
     return {key: spec[key] for key in DEFAULTS}
+
+
+def flash_attn_policy(profile_name: Optional[str]) -> Dict[str, Any]:
+    """The stack profile's flash-attention policy (_stack_profiles.flash_attn); JobSpecError
+    naming megatron_job_stack_profile when the profile is unknown."""
+    try:
+        return _stack_profiles.flash_attn(profile_name)
+    except _stack_profiles.UnknownProfileError as exc:
+        raise JobSpecError("%s: %s" % (_var("stack_profile"), exc.args[0] if exc.args else exc))
+
+
+def resolve_flash_attn(value: Any, profile_name: Optional[str]) -> bool:
+    """use_flash_attn as a bool: ``auto`` is true where the stack profile requires flash
+    attention (cu130), false elsewhere; anything else is read as a bool."""
+    if isinstance(value, str) and value.strip().lower() == FLASH_ATTN_AUTO:
+        return bool(flash_attn_policy(profile_name)["required"])
+    return _to_bool("use_flash_attn", value)
 
 
 def padded_vocab_size(spec: Mapping[str, Any]) -> Optional[int]:
@@ -1852,6 +1886,9 @@ def validate(
     # ---------------------------------------------------------------- activation checkpointing
     checkpointing = _check_activation_checkpointing(spec, ds, flags, derived, add)
 
+    # ---------------------------------------------------------------- attention
+    _check_flash_attn(spec, flags, from_script, add)
+
     # ---------------------------------------------------------------- memory
     if dp and all(_int_or_none(spec.get(k)) for k in ("num_layers", "hidden_size", "num_attention_heads", "seq_length", "max_position_embeddings")):
         mem_derived = dict(derived)
@@ -2497,6 +2534,55 @@ def _check_activation_checkpointing(spec: Mapping[str, Any], ds: Optional[Dict[s
     if granularity == "selective":
         return "selective"
     return None
+
+
+def _check_flash_attn(spec: Mapping[str, Any], flags: Mapping[str, Any], from_script: bool,
+                      add: Callable[[Dict[str, str]], None]) -> None:
+    """Flash attention where the stack profile requires it (cu130: the unfused path fails,
+    FACTS.md G), the flag the installed provider serves, and half precision (Megatron's
+    FlashSelfAttention asserts q, k, v are fp16 or bf16)."""
+    profile_name = spec.get("stack_profile")
+    try:
+        policy = _stack_profiles.flash_attn(profile_name)
+    except _stack_profiles.UnknownProfileError:
+        return  # the stack profile's own check names it
+    profile = profile_name or _stack_profiles.DEFAULT_PROFILE
+    given = [flag for flag in FLASH_ATTN_FLAGS if flag in flags]
+    where = "train.sh" if from_script else "job spec"
+    if policy["required"]:
+        check = "flash attention on stack profile %s" % profile
+        if not given:
+            if from_script:
+                found, fix = "train.sh has no --use-flash-attn* flag", "add --use-flash-attn-v2 to the pretrain_gpt.py arguments of train.sh"
+            else:
+                found, fix = ("%suse_flash_attn: false" % PREFIX,
+                              "set %suse_flash_attn: auto (or true)" % PREFIX)
+            add(_finding(
+                check, "fail", "attention", found, "--use-flash-attn-v2",
+                "%s, so the job would stop at its first forward pass; %s, with flash_attn in the venv "
+                "(python_env_flash_attn: auto installs the %s provider)" % (
+                    FLASH_ATTN_REQUIRED_REASON, fix, policy["provider"] or "profile's"),
+            ))
+        elif policy["provider"] == "sdpa" and "--use-flash-attn-v2" not in given:
+            add(_finding(
+                check, "warn", "attention", "%s: %s" % (where, " ".join(given)), "--use-flash-attn-v2",
+                "the profile's flash_attn provider (python_env_flash_attn: sdpa) serves only "
+                "flash_attn_varlen_func, which --use-flash-attn-v2 imports; %s need the real flash-attn "
+                "(python_env_flash_attn: pip), else use --use-flash-attn-v2" % " ".join(given),
+            ))
+        else:
+            add(_finding(check, "pass", "attention", "%s: %s" % (where, " ".join(given)), "--use-flash-attn-v2"))
+    if given:
+        half = set(PRECISION_FLAGS).intersection(flags) or spec.get("precision") in ("bf16", "fp16")
+        if not half:
+            add(_finding(
+                "flash attention in half precision", "fail", "attention",
+                "%s with fp32" % " ".join(given), "--bf16 or --fp16",
+                "Megatron-DeepSpeed's FlashSelfAttention asserts q, k, v are fp16 or bf16; set "
+                "%sprecision: bf16 (or fp16)" % PREFIX if not from_script else
+                "Megatron-DeepSpeed's FlashSelfAttention asserts q, k, v are fp16 or bf16; add --bf16 (and "
+                "bf16.enabled in ds_config.json)",
+            ))
 
 
 def _check_memory(spec: Mapping[str, Any], derived: Mapping[str, Any], zero: Mapping[str, Any],

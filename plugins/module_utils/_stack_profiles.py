@@ -105,6 +105,8 @@ PROFILES: Dict[str, Dict[str, Any]] = {
         "pip_extra": ["pydantic<2", "numpy<2"],
         "megatron_deepspeed": {"ref": "before_rebase", "needs_apex": True},
         "megatron_flags": [],
+        # before_rebase has no --use-flash-attn* flags at all (FACTS.md A).
+        "flash_attn": None,
     },
     "cu121": {
         "description": "CUDA 12.1.1, cuDNN 8.9 (cuda12), NCCL 2.18, torch 2.1, DeepSpeed 0.16.1-0.19.6",
@@ -141,6 +143,9 @@ PROFILES: Dict[str, Dict[str, Any]] = {
         "pip_extra": [],
         "megatron_deepspeed": {"ref": "main", "needs_apex": True},
         "megatron_flags": [],
+        # Megatron-DeepSpeed HEAD has --use-flash-attn-v2; the unfused path is not known to fail
+        # with torch 2.1, so flash attention stays the user's choice (python_env_flash_attn).
+        "flash_attn": {"required": False, "provider": None},
     },
     "cu130": {
         "description": "Hopper hosts: CUDA 13.0, cuDNN 9, NCCL 2.28, torch 2.11, DeepSpeed 0.16.1-0.19.6",
@@ -173,6 +178,11 @@ PROFILES: Dict[str, Dict[str, Any]] = {
         "megatron_deepspeed": {"ref": "main", "needs_apex": True},
         # The Megatron JIT softmax kernels always target sm_70, which nvcc 13 cannot build.
         "megatron_flags": ["--no-masked-softmax-fusion"],
+        # The unfused attention path fails on torch 2.11 (FACTS.md G: CoreAttention.forward
+        # calls .view on non-contiguous query/key/value), so --use-flash-attn-v2 is required.
+        # flash-attn is a source build that outlasts provisioning; "sdpa" installs the
+        # collection's adapter serving flash_attn_varlen_func from torch's fused SDPA kernels.
+        "flash_attn": {"required": True, "provider": "sdpa"},
     },
     "cpu": {
         "description": "Simulated cluster and tests: no GPU, torch CPU, DeepSpeed over gloo",
@@ -199,6 +209,9 @@ PROFILES: Dict[str, Dict[str, Any]] = {
         "pip_extra": [],
         "megatron_deepspeed": {"ref": "main", "needs_apex": False},
         "megatron_flags": [],
+        # Megatron's FlashSelfAttention asserts its tensors are on the accelerator and fp16/bf16:
+        # nothing to install on CPU, and the unfused path runs there (FACTS.md, CPU experiment).
+        "flash_attn": {"required": False, "provider": None},
     },
 }
 
@@ -224,6 +237,26 @@ def get(name: Optional[str]) -> Dict[str, Any]:
     profile = copy.deepcopy(PROFILES[name])
     profile["name"] = name
     return profile
+
+
+# What python_env_flash_attn may install: the collection's SDPA adapter, or flash-attn from pip.
+FLASH_ATTN_PROVIDERS = ("sdpa", "pip")
+
+
+def flash_attn(profile: Any) -> Dict[str, Any]:
+    """The profile's flash-attention policy, always a dict: ``supported`` (its
+    Megatron-DeepSpeed has --use-flash-attn-v2), ``required`` (the job cannot run without it)
+    and ``provider`` (what python_env installs by default: "sdpa", "pip" or None).
+    ``profile`` is a profile dict or a name (None: the default profile)."""
+    prof = profile if isinstance(profile, dict) else get(profile)
+    policy = prof.get("flash_attn")
+    if not policy:
+        return {"supported": False, "required": False, "provider": None}
+    return {
+        "supported": True,
+        "required": bool(policy.get("required")),
+        "provider": policy.get("provider") or None,
+    }
 
 
 def min_driver_for_cuda(cuda_version: str) -> Optional[str]:

@@ -190,10 +190,16 @@ def test_missing_key_names_the_variable():
 @pytest.mark.parametrize(
     "overrides, profile, present, absent",
     [
+        # use_flash_attn: auto turns flash attention on where the profile requires it (cu130).
         ({}, "cu130", ["--no-masked-softmax-fusion", "--exit-signal-handler", "--no-gradient-accumulation-fusion",
-                       "--no-pipeline-parallel", "--bf16", "--deepspeed", "--data-impl"],
-         ["--fp16", "--checkpoint-activations", "--use-flash-attn-v2", "--cpu-optimizer", "--batch-size",
+                       "--no-pipeline-parallel", "--bf16", "--deepspeed", "--data-impl", "--use-flash-attn-v2"],
+         ["--fp16", "--checkpoint-activations", "--cpu-optimizer", "--batch-size",
           "--dataset-impl", "--deepspeed-config"]),
+        (dict(use_flash_attn=False), "cu130", ["--bf16"], ["--use-flash-attn-v2"]),
+        (dict(use_flash_attn="AUTO"), "cu130", ["--use-flash-attn-v2"], []),
+        (dict(use_flash_attn="auto"), "cu121", [], ["--use-flash-attn-v2"]),
+        (dict(use_flash_attn="true"), "cu121", ["--use-flash-attn-v2"], []),
+        ({}, "cpu", [], ["--use-flash-attn-v2"]),
         # before_rebase has neither flag: leaving them in would stop argparse at start-up.
         ({}, "cu117", ["--bf16", "--zero-stage"], ["--exit-signal-handler", "--no-gradient-accumulation-fusion"]),
         (dict(masked_softmax_fusion=False, bias_gelu_fusion=False, bias_dropout_fusion=False), "cu121",
@@ -246,7 +252,8 @@ def test_train_args_data_path_list_and_extra_args():
     "overrides, profile, message",
     [
         (dict(use_flash_attn=True), "cu117", "use_flash_attn needs --use-flash-attn-v2, which Megatron-DeepSpeed "
-         "before_rebase (stack profile cu117) does not have; set megatron_job_use_flash_attn: false"),
+         "before_rebase (stack profile cu117) does not have; set megatron_job_use_flash_attn: auto (or false)"),
+        (dict(use_flash_attn="sometimes"), "cu130", "use_flash_attn is 'sometimes', expected true or false"),
         (dict(sequence_parallel=True), "cu117", "sequence_parallel needs --sequence-parallel"),
         (dict(tokenizer_type="NullTokenizer", vocab_size=1000), "cu117", "NullTokenizer needs --vocab-size"),
         (dict(tokenizer_type="NullTokenizer"), "cpu", "NullTokenizer needs vocab_size"),

@@ -920,3 +920,118 @@ def test_failed():
     findings = run({"seq_length": 4096})
     assert [f["check"] for f in j.failed(findings)] == ["max-position-embeddings >= seq-length"]
     json.dumps(findings)  # plain data, ready for Ansible results
+
+
+# ---------------------------------------------------------------------------------------
+# Flash attention: auto per stack profile, required on cu130 (FACTS.md G)
+# ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "value, profile, expected",
+    [
+        ("auto", "cu130", True),     # torch 2.11 breaks the unfused path: required
+        ("AUTO ", "cu130", True),
+        ("auto", "cu121", False),
+        ("auto", "cu117", False),    # before_rebase has no --use-flash-attn* flags
+        ("auto", "cpu", False),
+        ("auto", None, False),       # the default profile, cu117
+        (True, "cu121", True),
+        ("yes", "cu121", True),
+        (False, "cu130", False),     # kept as given: validate() refuses it
+        ("false", "cu130", False),
+    ],
+)
+def test_normalize_resolves_use_flash_attn(value, profile, expected):
+    spec_vars = {"megatron_job_use_flash_attn": value}
+    if profile is not None:
+        spec_vars["megatron_job_stack_profile"] = profile
+    assert j.normalize(spec_vars)["use_flash_attn"] is expected
+
+
+@pytest.mark.parametrize(
+    "spec_vars, message",
+    [
+        ({"use_flash_attn": "sometimes", "stack_profile": "cu130"}, "megatron_job_use_flash_attn: found 'sometimes', expected true or false"),
+        ({"use_flash_attn": "auto", "stack_profile": "cu999"}, "megatron_job_stack_profile: unknown stack profile 'cu999'"),
+        ({"use_flash_attn": None, "stack_profile": "cu130"}, "megatron_job_use_flash_attn: found null"),
+    ],
+)
+def test_normalize_refuses_bad_use_flash_attn(spec_vars, message):
+    with pytest.raises(j.JobSpecError, match=re.escape(message)):
+        j.normalize(spec_vars)
+
+
+FLASH_CHECK = "flash attention on stack profile cu130"
+FLASH_RULES = [
+    # (id, spec, check, status, words)
+    ("cu130 default (auto) passes", {"stack_profile": "cu130"}, FLASH_CHECK, "pass", "--use-flash-attn-v2"),
+    ("cu130 explicit true passes", {"stack_profile": "cu130", "use_flash_attn": True}, FLASH_CHECK, "pass", "job spec"),
+    ("cu130 false is refused", {"stack_profile": "cu130", "use_flash_attn": False}, FLASH_CHECK, "fail",
+     "megatron_job_use_flash_attn: false"),
+    ("cu130 false: the reason", {"stack_profile": "cu130", "use_flash_attn": False}, FLASH_CHECK, "fail",
+     "view size is not compatible"),
+    ("cu130 false: the fix", {"stack_profile": "cu130", "use_flash_attn": False}, FLASH_CHECK, "fail",
+     "set megatron_job_use_flash_attn: auto (or true)"),
+    ("cu130 false: the provider", {"stack_profile": "cu130", "use_flash_attn": False}, FLASH_CHECK, "fail",
+     "python_env_flash_attn: auto installs the sdpa provider"),
+    ("cu130 triton flag with the SDPA provider", {"stack_profile": "cu130", "use_flash_attn": False,
+                                                  "extra_args": ["--use-flash-attn-triton"]},
+     FLASH_CHECK, "warn", "python_env_flash_attn: pip"),
+    ("cu130 flash in fp32", {"stack_profile": "cu130", "precision": "fp32"}, "flash attention in half precision", "fail",
+     "asserts q, k, v are fp16 or bf16"),
+    ("cu130 flash in bf16", {"stack_profile": "cu130"}, "flash attention in half precision", None, ""),
+    ("cu121 flash in fp32", {"stack_profile": "cu121", "use_flash_attn": True, "precision": "fp32"},
+     "flash attention in half precision", "fail", "set megatron_job_precision: bf16"),
+    ("cu121 does not require it", {"stack_profile": "cu121", "use_flash_attn": False},
+     "flash attention on stack profile cu121", None, ""),
+    ("cpu does not require it", {"stack_profile": "cpu"}, "flash attention on stack profile cpu", None, ""),
+]
+
+
+@pytest.mark.parametrize("spec,check,status,words", [r[1:] for r in FLASH_RULES], ids=[r[0] for r in FLASH_RULES])
+def test_flash_attn_rule(spec, check, status, words):
+    findings = run(spec)
+    if status is None:
+        assert not [f for f in findings if f["check"] == check]
+        return
+    finding = the(findings, check)
+    assert finding["status"] == status, finding
+    assert finding["component"] == "attention"
+    assert words in "%s | %s | %s" % (finding["found"], finding["expected"], finding["fix"])
+
+
+_FLASH_SCRIPT = ("deepspeed pretrain_gpt.py --tensor-model-parallel-size 8 --num-layers 40 --hidden-size 5120 "
+                 "--num-attention-heads 40 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 1 "
+                 "--global-batch-size 512 --train-iters 10 --lr 1e-4 --no-pipeline-parallel --zero-stage 1 "
+                 "--deepspeed --deepspeed_config ds.json --vocab-file v --merge-file m {extra}\n")
+
+
+@pytest.mark.parametrize(
+    "profile, extra, status, words",
+    [
+        ("cu130", "--bf16", "fail", "train.sh has no --use-flash-attn* flag"),
+        ("cu130", "--bf16", "fail", "add --use-flash-attn-v2 to the pretrain_gpt.py arguments of train.sh"),
+        ("cu130", "--bf16 --use-flash-attn-v2", "pass", "train.sh: --use-flash-attn-v2"),
+        ("cu130", "--bf16 --use-flash-attn", "warn", "serves only flash_attn_varlen_func"),
+        ("cu130", "--bf16 --use-flash-attn-builder", "warn", "--use-flash-attn-builder need the real flash-attn"),
+        ("cu121", "--bf16", None, ""),
+    ],
+)
+def test_flash_attn_rule_on_an_existing_train_sh(profile, extra, status, words):
+    script = j.parse_train_script(_FLASH_SCRIPT.format(extra=extra))
+    spec = dict(script["spec"], stack_profile=profile)
+    findings = j.validate(spec, None, CLUSTER, None, HEAD_DS, script=script)
+    check = "flash attention on stack profile %s" % profile
+    if status is None:
+        assert not [f for f in findings if f["check"] == check]
+        return
+    finding = the(findings, check)
+    assert finding["status"] == status, finding
+    assert words in "%s | %s | %s" % (finding["found"], finding["expected"], finding["fix"])
+
+
+def test_flash_attn_in_fp32_from_train_sh_names_the_flag():
+    script = j.parse_train_script(_FLASH_SCRIPT.format(extra="--use-flash-attn-v2"))
+    findings = j.validate(dict(script["spec"], stack_profile="cu130"), None, CLUSTER, None, HEAD_DS, script=script)
+    finding = the(findings, "flash attention in half precision")
+    assert finding["status"] == "fail" and "add --bf16" in finding["fix"]

@@ -65,3 +65,39 @@ def test_profiles_are_self_consistent(name):
 )
 def test_min_driver_for_cuda(cuda, expected):
     assert sp.min_driver_for_cuda(cuda) == expected
+
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        # before_rebase has no --use-flash-attn* flags (FACTS.md A).
+        ("cu117", {"supported": False, "required": False, "provider": None}),
+        ("cu121", {"supported": True, "required": False, "provider": None}),
+        # torch 2.11's unfused attention fails (FACTS.md G): flash attention is required.
+        ("cu130", {"supported": True, "required": True, "provider": "sdpa"}),
+        ("cpu", {"supported": True, "required": False, "provider": None}),
+        (None, {"supported": False, "required": False, "provider": None}),  # the default, cu117
+    ],
+)
+def test_flash_attn_policy(name, expected):
+    assert sp.flash_attn(name) == expected
+    # A profile dict gives the same answer as its name.
+    assert sp.flash_attn(sp.get(name)) == expected
+
+
+@pytest.mark.parametrize("name", sorted(sp.PROFILES))
+def test_flash_attn_field_is_well_formed(name):
+    policy = sp.PROFILES[name]["flash_attn"]
+    if policy is None:
+        # Only a Megatron-DeepSpeed without the flags may leave it out.
+        assert sp.PROFILES[name]["megatron_deepspeed"]["ref"] == "before_rebase"
+        return
+    assert set(policy) == {"required", "provider"}
+    assert policy["provider"] in sp.FLASH_ATTN_PROVIDERS + (None,)
+    # A required flash path must come with something python_env can install by default.
+    assert not policy["required"] or policy["provider"] in sp.FLASH_ATTN_PROVIDERS
+
+
+def test_flash_attn_unknown_profile_raises():
+    with pytest.raises(sp.UnknownProfileError):
+        sp.flash_attn("cu999")

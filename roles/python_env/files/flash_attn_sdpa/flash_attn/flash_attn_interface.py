@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, megatron_ds.cluster developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """flash_attn_varlen_func for uniform-length batches, on torch SDPA (see package doc)."""
 import torch.nn.functional as F
 
@@ -19,6 +22,10 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     if causal and max_seqlen_q != max_seqlen_k:
         # flash-attn aligns the causal mask to the bottom right; SDPA's is_causal to the top left.
         raise NotImplementedError("flash_attn SDPA adapter: causal attention needs equal q/k lengths")
+    if q.shape[1] % k.shape[1] != 0:
+        raise NotImplementedError(
+            "flash_attn SDPA adapter: %d query heads are not a multiple of %d key/value heads"
+            % (q.shape[1], k.shape[1]))
     q4, k4, v4 = (t.view(batch, -1, t.shape[1], t.shape[2]).transpose(1, 2) for t in (q, k, v))
     if k4.shape[1] != q4.shape[1]:  # grouped-query attention: repeat the kv heads
         rep = q4.shape[1] // k4.shape[1]
