@@ -44,7 +44,8 @@ def test_debian_cannot_provide_another_python():
 
 def test_cuda_profile_without_nvcc_stops_before_any_change():
     """The real check path: cu117 wants apex, the container has no CUDA toolkit."""
-    result, recap = run_playbook("negative.yml", *_extra(megatron_stack_profile="cu117"))
+    # node1 asks for the SDPA flash-attention adapter (molecule.yml), which cu117 refuses first.
+    result, recap = run_playbook("negative.yml", *_extra(megatron_stack_profile="cu117", python_env_flash_attn="auto"))
     out = flat(result)
     assert result.returncode == 2 and recap["node1"] == (0, 1), out
     assert "/usr/local/cuda/bin/nvcc does not run" in out and "expected CUDA 11.7 for torch==1.13.1" in out
