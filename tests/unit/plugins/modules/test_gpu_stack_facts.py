@@ -5,38 +5,23 @@
 against fake node roots in tmp_path (this machine has no GPU, so they are the no-GPU case)."""
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Dict
 
 import pytest
-import yaml
 
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _gpu_facts as gf
 from ansible_collections.megatron_ds.cluster.plugins.modules import gpu_stack_facts as module
+from ansible_collections.megatron_ds.cluster.tests.unit import module_runner as runner
 
-MODULE_FILE = Path(module.__file__)
-# .../ansible_collections/megatron_ds/cluster/plugins/modules/gpu_stack_facts.py
-IMPORT_ROOT = MODULE_FILE.parents[5]
 H200 = Path(__file__).resolve().parents[3] / "fixtures" / "gpu-host-h200x2"
 
-DOCS = {name: yaml.safe_load(getattr(module, name)) for name in ("DOCUMENTATION", "EXAMPLES", "RETURN")}
+DOCS = runner.module_docs(module)
 
 
 def run_module(args: Dict[str, Any], tmp_path: Path) -> Dict[str, Any]:
-    """Run the module file the way AnsiballZ does (a fresh Python reading its arguments)."""
-    args_file = tmp_path / "args.json"
-    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    env = dict(os.environ, PYTHONPATH=str(IMPORT_ROOT))
-    proc = subprocess.run([sys.executable, str(MODULE_FILE), str(args_file)], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, env=env, timeout=120, universal_newlines=True, check=False)
-    assert proc.stdout.strip(), proc.stderr
-    result = json.loads(proc.stdout)
-    result["_rc"] = proc.returncode
-    return result
+    return runner.run_module(module, args, tmp_path, timeout=120)
 
 
 # --------------------------------------------------------------------------- documentation

@@ -15,23 +15,15 @@ from pathlib import Path
 from typing import Any, Dict
 
 import pytest
-import yaml
 
 from ansible_collections.megatron_ds.cluster.plugins.modules import job_probe as module
+from ansible_collections.megatron_ds.cluster.tests.unit import module_runner as runner
 
-MODULE_FILE = Path(module.__file__)
-IMPORT_ROOT = MODULE_FILE.parents[5]
-DOCS = {name: yaml.safe_load(getattr(module, name)) for name in ("DOCUMENTATION", "EXAMPLES", "RETURN")}
+DOCS = runner.module_docs(module)
 
 
 def run_module(args: Dict[str, Any], tmp_path: Path) -> Dict[str, Any]:
-    args_file = tmp_path / "args.json"
-    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    env = dict(os.environ, PYTHONPATH=str(IMPORT_ROOT))
-    proc = subprocess.run([sys.executable, str(MODULE_FILE), str(args_file)], capture_output=True, text=True,
-                          env=env, timeout=60, check=False)
-    assert proc.stdout.strip(), proc.stderr
-    return json.loads(proc.stdout)
+    return runner.run_module(module, args, tmp_path, timeout=60)
 
 
 @pytest.mark.parametrize("name", ["DOCUMENTATION", "EXAMPLES", "RETURN"])
