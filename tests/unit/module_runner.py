@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Dict
+from typing import Any, Dict, Sequence
 
 import yaml
 
@@ -36,3 +36,14 @@ def run_module(module: ModuleType, args: Dict[str, Any], tmp_path: Path, timeout
     result = json.loads(proc.stdout)
     result["_rc"] = proc.returncode
     return result
+
+
+def assert_options_match_argument_spec(module: ModuleType,
+                                       keys: Sequence[str] = ("type", "default", "elements")) -> None:
+    """DOCUMENTATION's options are the module's ARGUMENT_SPEC: the same names, and per option the
+    same value of every key in ``keys``."""
+    options = module_docs(module)["DOCUMENTATION"]["options"]
+    assert set(options) == set(module.ARGUMENT_SPEC)
+    for name, spec in module.ARGUMENT_SPEC.items():
+        for key in keys:
+            assert options[name].get(key) == spec.get(key), (name, key)

@@ -32,12 +32,7 @@ def test_docs_are_yaml(name):
 
 
 def test_documented_options_match_the_argument_spec():
-    options = DOCS["DOCUMENTATION"]["options"]
-    assert set(options) == set(module.ARGUMENT_SPEC)
-    for name, spec in module.ARGUMENT_SPEC.items():
-        assert options[name]["type"] == spec["type"], name
-        assert options[name].get("default") == spec.get("default"), name
-        assert options[name].get("elements") == spec.get("elements"), name
+    runner.assert_options_match_argument_spec(module)
 
 
 def test_a_port_in_use_and_a_free_port(tmp_path):
