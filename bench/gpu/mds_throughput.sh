@@ -5,9 +5,13 @@
 # checkout in MEGATRON_DS_SRC. Set SDPA_FLASH_ATTN=1 to install the flash-attention SDPA adapter
 # (roles/python_env/files/flash_attn_sdpa: what python_env_flash_attn: sdpa installs).
 #
-#   MEGATRON_DS_SRC=... bench/gpu/mds_throughput.sh NAME:MICRO:FLASH:ACTCKPT:ITERS ...
-#   e.g. bench/gpu/mds_throughput.sh fa16:16:true:false:15 fa16nd:16:true:false:12
-# A NAME containing "nd" also sets attention and hidden dropout to 0.
+#   MEGATRON_DS_SRC=... bench/gpu/mds_throughput.sh NAME:MICRO:FLASH:ACTCKPT:ITERS[:EXTRA] ...
+#   e.g. bench/gpu/mds_throughput.sh fa16:16:auto:false:15 ng16:16:auto:false:10:bias_gelu_fusion=true
+# A NAME containing "nd" also sets attention and hidden dropout to 0. EXTRA is a "+"-separated
+# list of KEY=VALUE, each written as `megatron_job_KEY: VALUE` (YAML) into the variant's role
+# vars; profile=STEP instead runs step STEP of rank 0 under the PyTorch profiler (Megatron's
+# --profile pt) and prints bench/gpu/trace_summary.py's breakdown of the trace.
+# BUDGET_S (seconds, default unlimited) skips the variants that would start after it.
 # shellcheck disable=SC2086  # every unquoted variable here is a path this script made under /tmp, without spaces
 set -x
 REPO=$(cd "$(dirname "$0")/../.." && pwd); cd "$REPO" || exit 1
@@ -31,8 +35,12 @@ python3 bench/make_corpus.py --out $D --repeat 8
   --tokenizer-type GPT2BPETokenizer --vocab-file $D/vocab.json --merge-file $D/merges.txt \
   --append-eod --workers 16 > $OUT/preprocess.log 2>&1; echo "preprocess rc=$?"; ls -la $D)
 printf 'all:\n  vars:\n    ansible_connection: local\n    ansible_python_interpreter: %s/bin/python3\n  children:\n    megatron_head: {hosts: {gpuhost: }}\n    megatron_nodes: {hosts: {gpuhost: }}\n' $VENV > /tmp/inv.yml
+T_START=$(date +%s)
 for variant in "$@"; do
-  IFS=: read -r name micro flash acg iters <<<"$variant"
+  IFS=: read -r name micro flash acg iters extra <<<"$variant"
+  if [ -n "${BUDGET_S:-}" ] && [ $(( $(date +%s) - T_START )) -gt "$BUDGET_S" ]; then
+    echo "skip $name: past BUDGET_S=$BUDGET_S"; continue
+  fi
   work=/tmp/job-$name
   cat > /tmp/vars-$name.yml <<VARS
 megatron_stack_profile: cu130
@@ -70,7 +78,18 @@ megatron_job_vocab_file: $D/vocab.json
 megatron_job_merge_file: $D/merges.txt
 megatron_job_split: "98,1,1"
 VARS
-  case "$name" in *nd*) printf 'megatron_job_extra_args: ["--attention-dropout", "0", "--hidden-dropout", "0"]\n' >> /tmp/vars-$name.yml ;; esac
+  args=()
+  case "$name" in *nd*) args+=('"--attention-dropout"' '"0"' '"--hidden-dropout"' '"0"') ;; esac
+  pstep=
+  IFS=+ read -r -a kvs <<<"$extra"
+  for kv in "${kvs[@]}"; do
+    [ -z "$kv" ] && continue
+    case "$kv" in
+      profile=*) pstep=${kv#profile=}; args+=('"--profile"' '"pt"' '"--profile_steps"' "\"$pstep,$pstep\"" '"--profile-ranks"' '"0"') ;;
+      *) printf 'megatron_job_%s: %s\n' "${kv%%=*}" "${kv#*=}" >> /tmp/vars-$name.yml ;;
+    esac
+  done
+  if [ ${#args[@]} -gt 0 ]; then (IFS=,; printf 'megatron_job_extra_args: [%s]\n' "${args[*]}") >> /tmp/vars-$name.yml; fi
   printf -- '- name: Render\n  hosts: megatron_nodes\n  gather_facts: false\n  roles:\n    - role: megatron_ds.cluster.megatron_job\n' > /tmp/render.yml
   ansible-playbook -i /tmp/inv.yml /tmp/render.yml -e @/tmp/vars-$name.yml > $OUT/render-$name.log 2>&1; echo "render rc=$?"
   t0=$(date +%s)
@@ -78,6 +97,13 @@ VARS
   cp $work/train.sh $OUT/train-$name.sh; cp $work/ds_config.json $OUT/ds_config-$name.json
   grep -E "iteration +[0-9]+/" $work/logs/train.log | tail -3
   grep -E "Error|error|Traceback" $work/logs/train.log | head -5
+  grep -E -- "--no-bias-gelu-fusion|--use-flash-attn" -o $work/train.sh | sort -u | tr '\n' ' '; echo
+  if [ -n "$pstep" ]; then
+    trace=$(find $work/tb -name '*.pt.trace.json*' | head -1)
+    if [ -n "$trace" ]; then
+      python3 bench/gpu/trace_summary.py "$trace" | tee $OUT/trace-$name.txt; cp "$trace" $OUT/trace-$name.pt.trace.json.gz
+    else echo "no trace in $work/tb"; fi
+  fi
   cp $work/logs/train.log /tmp/train-$name.log
 done
 tar czf $OUT/mds-logs.tgz /tmp/train-*.log $OUT/*.sh $OUT/*.json $OUT/*.log 2>/dev/null

@@ -493,7 +493,7 @@ def train_arg_groups(spec: Mapping[str, Any], profile: ProfileArg = None) -> Lis
         add("--use-flash-attn-v2")
     if not _bool(spec, "masked_softmax_fusion"):
         add("--no-masked-softmax-fusion")
-    if not _bool(spec, "bias_gelu_fusion"):
+    if not bias_gelu_fusion(spec, prof):
         add("--no-bias-gelu-fusion")
     if not _bool(spec, "bias_dropout_fusion"):
         add("--no-bias-dropout-fusion")
@@ -526,6 +526,16 @@ def use_flash_attn(spec: Mapping[str, Any], profile: ProfileArg = None) -> bool:
     if isinstance(value, str) and value.strip().lower() == "auto":
         return bool(_stack_profiles.flash_attn(_profile(profile))["required"])
     return _bool(spec, "use_flash_attn")
+
+
+def bias_gelu_fusion(spec: Mapping[str, Any], profile: ProfileArg = None) -> bool:
+    """The spec's bias_gelu_fusion as a bool: ``auto`` (the default) is true unless the stack
+    profile's torch cannot fuse Megatron's TorchScript bias-GeLU (cu130: torch 2.11 runs it as
+    34 kernels, 5x slower than a bias add + GeLU; docs/benchmarks.md)."""
+    value = spec.get("bias_gelu_fusion", "auto")
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return _stack_profiles.torchscript_fusion(_profile(profile))
+    return _bool(spec, "bias_gelu_fusion")
 
 
 def train_args(spec: Mapping[str, Any], profile: ProfileArg = None) -> List[str]:

@@ -119,7 +119,8 @@ DEFAULTS: Dict[str, Any] = {
     # auto: on where the stack profile requires it (cu130, FACTS.md G), else off.
     "use_flash_attn": "auto",
     "masked_softmax_fusion": True,
-    "bias_gelu_fusion": True,
+    # auto: on unless the stack profile's torch cannot fuse the TorchScript function (cu130).
+    "bias_gelu_fusion": "auto",
     "bias_dropout_fusion": True,
     "gradient_accumulation_fusion": False,
     # Logging, evaluation, checkpoints
@@ -158,6 +159,8 @@ FLOAT_KEYS = frozenset({
     "lr", "min_lr", "weight_decay", "clip_grad", "adam_beta1", "adam_beta2", "init_method_std",
 })
 BOOL_KEYS = frozenset(k for k, v in DEFAULTS.items() if isinstance(v, bool))
+# Booleans that also take "auto" (resolved from the stack profile by normalize()).
+AUTO_BOOL_KEYS = frozenset({"use_flash_attn", "bias_gelu_fusion"})
 # May be null: Megatron computes them (ffn = 4 x hidden) or only some tokenizers need them.
 NULLABLE_KEYS = frozenset({
     "ffn_hidden_size", "vocab_size", "vocab_file", "merge_file", "tokenizer_model", "master_addr",
@@ -446,9 +449,9 @@ def _coerce_key(key: str, value: Any) -> Any:
         return value
     if key in FLOAT_KEYS:
         return _to_float(key, value)
-    if key == "use_flash_attn" and isinstance(value, str) and value.strip().lower() == FLASH_ATTN_AUTO:
+    if key in AUTO_BOOL_KEYS and isinstance(value, str) and value.strip().lower() == FLASH_ATTN_AUTO:
         return FLASH_ATTN_AUTO
-    if key in BOOL_KEYS or key == "use_flash_attn":
+    if key in BOOL_KEYS or key in AUTO_BOOL_KEYS:
         return _to_bool(key, value)
     if key in ("env", "nccl_env"):
         if not isinstance(value, Mapping):
@@ -500,6 +503,7 @@ def normalize(spec_vars: Mapping[str, Any]) -> Dict[str, Any]:
     if spec["ffn_hidden_size"] is None:
         spec["ffn_hidden_size"] = 4 * spec["hidden_size"]
     spec["use_flash_attn"] = resolve_flash_attn(spec["use_flash_attn"], spec["stack_profile"])
+    spec["bias_gelu_fusion"] = resolve_bias_gelu_fusion(spec["bias_gelu_fusion"], spec["stack_profile"])
     return {key: spec[key] for key in DEFAULTS}
 
 
@@ -518,6 +522,17 @@ def resolve_flash_attn(value: Any, profile_name: Optional[str]) -> bool:
     if isinstance(value, str) and value.strip().lower() == FLASH_ATTN_AUTO:
         return bool(flash_attn_policy(profile_name)["required"])
     return _to_bool("use_flash_attn", value)
+
+
+def resolve_bias_gelu_fusion(value: Any, profile_name: Optional[str]) -> bool:
+    """bias_gelu_fusion as a bool: ``auto`` is true unless the stack profile's torch cannot
+    fuse Megatron's TorchScript bias-GeLU (cu130); anything else is read as a bool."""
+    if isinstance(value, str) and value.strip().lower() == FLASH_ATTN_AUTO:
+        try:
+            return _stack_profiles.torchscript_fusion(profile_name)
+        except _stack_profiles.UnknownProfileError as exc:
+            raise JobSpecError("%s: %s" % (_var("stack_profile"), exc.args[0] if exc.args else exc))
+    return _to_bool("bias_gelu_fusion", value)
 
 
 def padded_vocab_size(spec: Mapping[str, Any]) -> Optional[int]:
@@ -1888,6 +1903,7 @@ def validate(
 
     # ---------------------------------------------------------------- attention
     _check_flash_attn(spec, flags, from_script, add)
+    _check_bias_gelu_fusion(spec, flags, from_script, add)
 
     # ---------------------------------------------------------------- memory
     if dp and all(_int_or_none(spec.get(k)) for k in ("num_layers", "hidden_size", "num_attention_heads", "seq_length", "max_position_embeddings")):
@@ -2583,6 +2599,39 @@ def _check_flash_attn(spec: Mapping[str, Any], flags: Mapping[str, Any], from_sc
                 "Megatron-DeepSpeed's FlashSelfAttention asserts q, k, v are fp16 or bf16; add --bf16 (and "
                 "bf16.enabled in ds_config.json)",
             ))
+
+
+# Why bias-GeLU fusion is slower on a profile whose torch has no TorchScript GPU fuser.
+BIAS_GELU_SLOW_REASON = (
+    "Megatron-DeepSpeed's bias-GeLU fusion is a TorchScript function, and this profile's torch "
+    "has no TorchScript GPU fuser left (set_jit_fusion_options asks for nvfuser, a no-op since "
+    "torch 2.2), so it runs unfused: 34 kernels and 5x the time of a bias add + GeLU per layer, "
+    "35.8% instead of 46.0% MFU for a 1.3B GPT on 2 x H200 (docs/benchmarks.md)"
+)
+
+
+def _check_bias_gelu_fusion(spec: Mapping[str, Any], flags: Mapping[str, Any], from_script: bool,
+                            add: Callable[[Dict[str, str]], None]) -> None:
+    """A warning where the job keeps Megatron's TorchScript bias-GeLU on a profile whose torch
+    cannot fuse it (cu130): it runs, only slower."""
+    profile_name = spec.get("stack_profile")
+    try:
+        fuses = _stack_profiles.torchscript_fusion(profile_name)
+    except _stack_profiles.UnknownProfileError:
+        return  # the stack profile's own check names it
+    if fuses:
+        return
+    profile = profile_name or _stack_profiles.DEFAULT_PROFILE
+    check = "bias-GeLU without TorchScript fusion on stack profile %s" % profile
+    if "--no-bias-gelu-fusion" in flags:
+        where = "train.sh" if from_script else "job spec"
+        add(_finding(check, "pass", "performance", "%s: --no-bias-gelu-fusion" % where, "--no-bias-gelu-fusion"))
+        return
+    found, fix = (("train.sh has no --no-bias-gelu-fusion", "add --no-bias-gelu-fusion to the pretrain_gpt.py arguments")
+                  if from_script else
+                  ("%sbias_gelu_fusion: true" % PREFIX, "set %sbias_gelu_fusion: auto (or false)" % PREFIX))
+    add(_finding(check, "warn", "performance", found, "--no-bias-gelu-fusion",
+                 "%s; %s" % (BIAS_GELU_SLOW_REASON, fix)))
 
 
 def _check_memory(spec: Mapping[str, Any], derived: Mapping[str, Any], zero: Mapping[str, Any],

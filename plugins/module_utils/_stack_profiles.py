@@ -183,6 +183,11 @@ PROFILES: Dict[str, Dict[str, Any]] = {
         # flash-attn is a source build that outlasts provisioning; "sdpa" installs the
         # collection's adapter serving flash_attn_varlen_func from torch's fused SDPA kernels.
         "flash_attn": {"required": True, "provider": "sdpa"},
+        # torch >= 2.2 has no TorchScript GPU fuser left for Megatron's @torch.jit.script
+        # bias-GeLU: set_jit_fusion_options() turns NNC off and asks for nvfuser, a no-op, so
+        # the "fused" function runs as one kernel per operation (34 for forward + backward, 5x
+        # the time of a bias add + GeLU; 35.8% vs 46.0% MFU on 2 x H200, docs/benchmarks.md).
+        "torchscript_fusion": False,
     },
     "cpu": {
         "description": "Simulated cluster and tests: no GPU, torch CPU, DeepSpeed over gloo",
@@ -257,6 +262,14 @@ def flash_attn(profile: Any) -> Dict[str, Any]:
         "required": bool(policy.get("required")),
         "provider": policy.get("provider") or None,
     }
+
+
+def torchscript_fusion(profile: Any) -> bool:
+    """Whether the profile's torch fuses Megatron's TorchScript bias-GeLU on the GPU (absent:
+    true; cu130's torch 2.11 does not, so megatron_job_bias_gelu_fusion: auto turns it off).
+    ``profile`` is a profile dict or a name (None: the default profile)."""
+    prof = profile if isinstance(profile, dict) else get(profile)
+    return bool(prof.get("torchscript_fusion", True))
 
 
 def min_driver_for_cuda(cuda_version: str) -> Optional[str]:

@@ -196,6 +196,13 @@ def test_missing_key_names_the_variable():
          ["--fp16", "--checkpoint-activations", "--cpu-optimizer", "--batch-size",
           "--dataset-impl", "--deepspeed-config"]),
         (dict(use_flash_attn=False), "cu130", ["--bf16"], ["--use-flash-attn-v2"]),
+        # bias_gelu_fusion: auto turns the TorchScript bias-GeLU off where torch cannot fuse it (cu130).
+        ({}, "cu130", ["--no-bias-gelu-fusion"], []),
+        (dict(bias_gelu_fusion="auto"), "cu121", [], ["--no-bias-gelu-fusion"]),
+        (dict(bias_gelu_fusion=True), "cu130", [], ["--no-bias-gelu-fusion"]),
+        (dict(bias_gelu_fusion="false"), "cu121", ["--no-bias-gelu-fusion"], []),
+        ({}, "cu117", [], ["--no-bias-gelu-fusion"]),
+        ({}, "cpu", [], ["--no-bias-gelu-fusion"]),
         (dict(use_flash_attn="AUTO"), "cu130", ["--use-flash-attn-v2"], []),
         (dict(use_flash_attn="auto"), "cu121", [], ["--use-flash-attn-v2"]),
         (dict(use_flash_attn="true"), "cu121", ["--use-flash-attn-v2"], []),

@@ -961,6 +961,90 @@ def test_normalize_refuses_bad_use_flash_attn(spec_vars, message):
         j.normalize(spec_vars)
 
 
+@pytest.mark.parametrize(
+    "value, profile, expected",
+    [
+        ("auto", "cu130", False),    # torch 2.11 cannot fuse the TorchScript bias-GeLU: off
+        (" Auto", "cu130", False),
+        ("auto", "cu121", True),
+        ("auto", "cu117", True),
+        ("auto", "cpu", True),
+        ("auto", None, True),        # the default profile, cu117
+        (True, "cu130", True),       # kept as given: validate() warns
+        ("yes", "cu130", True),
+        (False, "cu121", False),
+        ("off", "cu117", False),
+    ],
+)
+def test_normalize_resolves_bias_gelu_fusion(value, profile, expected):
+    spec_vars = {"megatron_job_bias_gelu_fusion": value}
+    if profile is not None:
+        spec_vars["megatron_job_stack_profile"] = profile
+    assert j.normalize(spec_vars)["bias_gelu_fusion"] is expected
+
+
+@pytest.mark.parametrize(
+    "spec_vars, message",
+    [
+        ({"bias_gelu_fusion": "sometimes", "stack_profile": "cu130"},
+         "megatron_job_bias_gelu_fusion: found 'sometimes', expected true or false"),
+        ({"bias_gelu_fusion": "auto", "stack_profile": "cu999"}, "megatron_job_stack_profile: unknown stack profile 'cu999'"),
+        ({"bias_gelu_fusion": None, "stack_profile": "cu130"}, "megatron_job_bias_gelu_fusion: found null"),
+    ],
+)
+def test_normalize_refuses_bad_bias_gelu_fusion(spec_vars, message):
+    with pytest.raises(j.JobSpecError, match=re.escape(message)):
+        j.normalize(spec_vars)
+
+
+GELU_CHECK = "bias-GeLU without TorchScript fusion on stack profile cu130"
+GELU_RULES = [
+    # (id, spec, check, status, words)
+    ("cu130 default (auto) passes", {"stack_profile": "cu130"}, GELU_CHECK, "pass", "job spec: --no-bias-gelu-fusion"),
+    ("cu130 explicit false passes", {"stack_profile": "cu130", "bias_gelu_fusion": False}, GELU_CHECK, "pass", ""),
+    ("cu130 true warns", {"stack_profile": "cu130", "bias_gelu_fusion": True}, GELU_CHECK, "warn",
+     "megatron_job_bias_gelu_fusion: true"),
+    ("cu130 true: the reason", {"stack_profile": "cu130", "bias_gelu_fusion": True}, GELU_CHECK, "warn",
+     "no TorchScript GPU fuser"),
+    ("cu130 true: the measured cost", {"stack_profile": "cu130", "bias_gelu_fusion": True}, GELU_CHECK, "warn",
+     "35.8% instead of 46.0% MFU"),
+    ("cu130 true: the fix", {"stack_profile": "cu130", "bias_gelu_fusion": True}, GELU_CHECK, "warn",
+     "set megatron_job_bias_gelu_fusion: auto (or false)"),
+    ("cu130 true, flag in extra_args", {"stack_profile": "cu130", "bias_gelu_fusion": True,
+                                        "extra_args": ["--no-bias-gelu-fusion"]}, GELU_CHECK, "pass", ""),
+    ("cu121 keeps the fusion silently", {"stack_profile": "cu121"},
+     "bias-GeLU without TorchScript fusion on stack profile cu121", None, ""),
+    ("cu117 keeps the fusion silently", {"stack_profile": "cu117", "bias_gelu_fusion": True},
+     "bias-GeLU without TorchScript fusion on stack profile cu117", None, ""),
+]
+
+
+@pytest.mark.parametrize("spec,check,status,words", [r[1:] for r in GELU_RULES], ids=[r[0] for r in GELU_RULES])
+def test_bias_gelu_fusion_rule(spec, check, status, words):
+    findings = run(spec)
+    if status is None:
+        assert not [f for f in findings if f["check"] == check]
+        return
+    finding = the(findings, check)
+    assert finding["status"] == status, finding
+    assert finding["component"] == "performance"
+    assert words in "%s | %s | %s" % (finding["found"], finding["expected"], finding["fix"])
+    # A warning, never a failure: the job runs, only slower.
+    assert statuses([finding])["fail"] == 0
+
+
+@pytest.mark.parametrize("extra, status, words", [
+    ("--deepspeed --deepspeed_config d --no-bias-gelu-fusion", "pass", "train.sh: --no-bias-gelu-fusion"),
+    ("--deepspeed --deepspeed_config d", "warn", "add --no-bias-gelu-fusion to the pretrain_gpt.py arguments"),
+])
+def test_bias_gelu_fusion_rule_on_a_script(extra, status, words):
+    parsed = j.parse_train_script(_BASE.format(launcher="--hostfile h", extra=extra))
+    parsed["spec"]["stack_profile"] = "cu130"
+    finding = the(j.validate(parsed["spec"], None, CLUSTER, None, HEAD_DS, script=parsed), GELU_CHECK)
+    assert finding["status"] == status
+    assert words in "%s | %s | %s" % (finding["found"], finding["expected"], finding["fix"])
+
+
 FLASH_CHECK = "flash attention on stack profile cu130"
 FLASH_RULES = [
     # (id, spec, check, status, words)

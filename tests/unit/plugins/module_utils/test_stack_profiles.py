@@ -101,3 +101,15 @@ def test_flash_attn_field_is_well_formed(name):
 def test_flash_attn_unknown_profile_raises():
     with pytest.raises(sp.UnknownProfileError):
         sp.flash_attn("cu999")
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("cu130", False),   # torch 2.11: set_jit_fusion_options asks for nvfuser, a no-op since torch 2.2
+    ("cu121", True),
+    ("cu117", True),
+    ("cpu", True),
+    (None, True),       # the default profile
+])
+def test_torchscript_fusion(name, expected):
+    assert sp.torchscript_fusion(name) is expected
+    assert sp.torchscript_fusion(sp.get(name)) is expected
