@@ -6,7 +6,8 @@
 # Needs, on that host: a Python venv with torch, DeepSpeed and ansible-core (VENV, default
 # /opt/torch/.venv), and optionally a Megatron-DeepSpeed checkout (MEGATRON_DS_SRC). Runs:
 #   1. gpu_stack_facts on the real hardware;
-#   2. preflight for the matching profile (must pass), for cu117 (must fail, saying why), and
+#   2. nvidia_driver and cuda_toolkit in check mode (bench/gpu/check_mode.sh: no change);
+#      preflight for the matching profile (must pass), for cu117 (must fail, saying why), and
 #      on two inventory "nodes" of this host whose Megatron-DeepSpeed checkouts differ (must
 #      fail naming that node) when MEGATRON_DS_PREV points at a second checkout;
 #   3. the bare bf16 matmul rate per GPU and the all-reduce bus bandwidth across all GPUs;
@@ -62,6 +63,9 @@ print("driver %s (%s) | %d x %s %s MiB | CUDA %s via %s | cuDNN %s | NCCL %s | t
          f["torch"]["nccl"], f["deepspeed"]["version"], f["apex"]["present"], f["apex"]["cuda_ext"],
          f["memlock"]["current"]))
 PY
+
+step "check mode: nvidia_driver and cuda_toolkit for profile $PROFILE (expect changed=0)"
+OUT="$OUT/check-mode" VENV="$VENV" bash "$REPO/bench/gpu/check_mode.sh" "$PROFILE"
 
 for prof in "$PROFILE" cu117; do
   step "preflight: profile $prof on this host (expect $([ "$prof" = "$PROFILE" ] && echo pass || echo fail))"

@@ -5,7 +5,8 @@
 the three nodes (its access log), and, by running ansible-playbook against the converged
 nodes, what must NOT happen: a tampered archive installed, a cuDNN build for the wrong CUDA
 major, a change reported by the driver role in check mode on a node whose driver already
-satisfies the profile."""
+satisfies the profile, or by the toolkit role on a node whose toolkit, installed by someone
+else, is the profile's release."""
 from __future__ import annotations
 
 import hashlib
@@ -112,3 +113,41 @@ def test_driver_role_in_check_mode_reports_no_change_on_a_satisfied_node(host):
     recap = _recap(result.stdout, "node1")
     assert recap["changed"] == 0 and recap["failed"] == 0
     assert "keep 515.65.01" in out
+
+
+@pytest.fixture()
+def vendor_toolkit():
+    """node2 gets a CUDA 11.7 tree this role did not install: the converged one copied to
+    /opt/vendor/cuda-11.7 (NVIDIA's real nvcc from the test mirror) without the install marker."""
+    node2 = _node("node2")
+    setup = node2.run("mkdir -p /opt/vendor && cp -a /usr/local/cuda-11.7 /opt/vendor/cuda-11.7 && "
+                      "rm /opt/vendor/cuda-11.7/.megatron_ds-*.json && /opt/vendor/cuda-11.7/bin/nvcc --version")
+    assert setup.rc == 0, setup.stderr
+    assert "release 11.7, V11.7.99" in setup.stdout
+    yield node2
+    node2.run("rm -rf /opt/vendor")
+
+
+@pytest.mark.parametrize("check", [True, False], ids=["check mode", "applied"])
+def test_toolkit_installed_by_someone_else_is_adopted(vendor_toolkit, check):
+    result = _playbook("adopt-cuda.yml", *(["--check"] if check else []))
+    out = _text(result)
+    assert result.returncode == 0, out[-3000:]
+    assert _recap(result.stdout, "node2")["changed"] == 0
+    assert ("node2: found CUDA 11.7 in /opt/vendor/cuda-11.7 (V11.7.99), not installed by this role: it is "
+            "the release of CUDA 11.7.1 (profile cu117), so cuda_toolkit leaves it") in out
+    # Nothing fetched or deployed, no link made, no marker written.
+    assert "Fetch the manifest" not in out and "Install where missing" not in out
+    assert not vendor_toolkit.file("/opt/vendor/cuda").exists
+    assert not vendor_toolkit.file("/opt/vendor/cuda-11.7/.megatron_ds-cuda_toolkit.json").exists
+    assert vendor_toolkit.file("/usr/local/cuda").linked_to == "/usr/local/cuda-11.7"
+
+
+def test_toolkit_adoption_can_be_turned_off(vendor_toolkit):
+    result = _playbook("adopt-cuda.yml", "--check", "-e", "cuda_toolkit_adopt=false")
+    out = _text(result)
+    assert result.returncode == 0, out[-3000:]
+    assert "found CUDA" not in out
+    # In check mode the profile's own toolkit would be installed over it and linked.
+    assert _recap(result.stdout, "node2")["changed"] >= 1
+    assert not vendor_toolkit.file("/opt/vendor/cuda-11.7/.megatron_ds-cuda_toolkit.json").exists
