@@ -493,7 +493,8 @@ def train_arg_groups(spec: Mapping[str, Any], profile: ProfileArg = None) -> Lis
         add("--use-flash-attn-v2")
     if not _bool(spec, "masked_softmax_fusion"):
         add("--no-masked-softmax-fusion")
-    if not bias_gelu_fusion(spec, prof):
+    # auto: off where the profile's torch cannot fuse the TorchScript bias-GeLU (cu130: 5x slower).
+    if not auto_setting(spec, "bias_gelu_fusion", prof):
         add("--no-bias-gelu-fusion")
     if not _bool(spec, "bias_dropout_fusion"):
         add("--no-bias-dropout-fusion")
@@ -519,23 +520,19 @@ def train_arg_groups(spec: Mapping[str, Any], profile: ProfileArg = None) -> Lis
     return groups
 
 
+def auto_setting(spec: Mapping[str, Any], key: str, profile: ProfileArg = None) -> bool:
+    """A job setting that takes ``auto`` (the default) as a bool: ``auto`` follows the stack
+    profile (_stack_profiles.AUTO_SETTINGS); anything else is read as a bool."""
+    value = spec.get(key, "auto")
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return _stack_profiles.auto_setting(key, _profile(profile))
+    return _bool(spec, key)
+
+
 def use_flash_attn(spec: Mapping[str, Any], profile: ProfileArg = None) -> bool:
     """The spec's use_flash_attn as a bool: ``auto`` (the default) is true where the stack
     profile requires flash attention (cu130: torch 2.11 breaks the unfused path, FACTS.md G)."""
-    value = spec.get("use_flash_attn", "auto")
-    if isinstance(value, str) and value.strip().lower() == "auto":
-        return bool(_stack_profiles.flash_attn(_profile(profile))["required"])
-    return _bool(spec, "use_flash_attn")
-
-
-def bias_gelu_fusion(spec: Mapping[str, Any], profile: ProfileArg = None) -> bool:
-    """The spec's bias_gelu_fusion as a bool: ``auto`` (the default) is true unless the stack
-    profile's torch cannot fuse Megatron's TorchScript bias-GeLU (cu130: torch 2.11 runs it as
-    34 kernels, 5x slower than a bias add + GeLU; docs/benchmarks.md)."""
-    value = spec.get("bias_gelu_fusion", "auto")
-    if isinstance(value, str) and value.strip().lower() == "auto":
-        return _stack_profiles.torchscript_fusion(_profile(profile))
-    return _bool(spec, "bias_gelu_fusion")
+    return auto_setting(spec, "use_flash_attn", profile)
 
 
 def train_args(spec: Mapping[str, Any], profile: ProfileArg = None) -> List[str]:

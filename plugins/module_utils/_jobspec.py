@@ -160,7 +160,7 @@ FLOAT_KEYS = frozenset({
 })
 BOOL_KEYS = frozenset(k for k, v in DEFAULTS.items() if isinstance(v, bool))
 # Booleans that also take "auto" (resolved from the stack profile by normalize()).
-AUTO_BOOL_KEYS = frozenset({"use_flash_attn", "bias_gelu_fusion"})
+AUTO_BOOL_KEYS = frozenset(_stack_profiles.AUTO_SETTINGS)
 # May be null: Megatron computes them (ffn = 4 x hidden) or only some tokenizers need them.
 NULLABLE_KEYS = frozenset({
     "ffn_hidden_size", "vocab_size", "vocab_file", "merge_file", "tokenizer_model", "master_addr",
@@ -502,37 +502,23 @@ def normalize(spec_vars: Mapping[str, Any]) -> Dict[str, Any]:
             spec[key] = DEFAULTS[key].format(**spec)
     if spec["ffn_hidden_size"] is None:
         spec["ffn_hidden_size"] = 4 * spec["hidden_size"]
-    spec["use_flash_attn"] = resolve_flash_attn(spec["use_flash_attn"], spec["stack_profile"])
-    spec["bias_gelu_fusion"] = resolve_bias_gelu_fusion(spec["bias_gelu_fusion"], spec["stack_profile"])
+    for key in sorted(AUTO_BOOL_KEYS):
+        spec[key] = resolve_auto(key, spec[key], spec["stack_profile"])
     return {key: spec[key] for key in DEFAULTS}
 
 
-def flash_attn_policy(profile_name: Optional[str]) -> Dict[str, Any]:
-    """The stack profile's flash-attention policy (_stack_profiles.flash_attn); JobSpecError
-    naming megatron_job_stack_profile when the profile is unknown."""
-    try:
-        return _stack_profiles.flash_attn(profile_name)
-    except _stack_profiles.UnknownProfileError as exc:
-        raise JobSpecError("%s: %s" % (_var("stack_profile"), exc.args[0] if exc.args else exc))
-
-
-def resolve_flash_attn(value: Any, profile_name: Optional[str]) -> bool:
-    """use_flash_attn as a bool: ``auto`` is true where the stack profile requires flash
-    attention (cu130), false elsewhere; anything else is read as a bool."""
-    if isinstance(value, str) and value.strip().lower() == FLASH_ATTN_AUTO:
-        return bool(flash_attn_policy(profile_name)["required"])
-    return _to_bool("use_flash_attn", value)
-
-
-def resolve_bias_gelu_fusion(value: Any, profile_name: Optional[str]) -> bool:
-    """bias_gelu_fusion as a bool: ``auto`` is true unless the stack profile's torch cannot
-    fuse Megatron's TorchScript bias-GeLU (cu130); anything else is read as a bool."""
+def resolve_auto(key: str, value: Any, profile_name: Optional[str]) -> bool:
+    """An AUTO_BOOL_KEYS setting as a bool: ``auto`` follows the stack profile
+    (_stack_profiles.AUTO_SETTINGS: use_flash_attn is true where the profile requires flash
+    attention, cu130; bias_gelu_fusion is false where its torch cannot fuse the TorchScript
+    bias-GeLU, cu130); anything else is read as a bool. JobSpecError naming
+    megatron_job_stack_profile when the profile is unknown."""
     if isinstance(value, str) and value.strip().lower() == FLASH_ATTN_AUTO:
         try:
-            return _stack_profiles.torchscript_fusion(profile_name)
+            return _stack_profiles.auto_setting(key, profile_name)
         except _stack_profiles.UnknownProfileError as exc:
             raise JobSpecError("%s: %s" % (_var("stack_profile"), exc.args[0] if exc.args else exc))
-    return _to_bool("bias_gelu_fusion", value)
+    return _to_bool(key, value)
 
 
 def padded_vocab_size(spec: Mapping[str, Any]) -> Optional[int]:

@@ -272,6 +272,20 @@ def torchscript_fusion(profile: Any) -> bool:
     return bool(prof.get("torchscript_fusion", True))
 
 
+# Job settings whose value "auto" (megatron_job_use_flash_attn, megatron_job_bias_gelu_fusion)
+# follows the stack profile: flash attention where the profile requires it, the TorchScript
+# bias-GeLU where the profile's torch can fuse it.
+AUTO_SETTINGS = {
+    "use_flash_attn": lambda profile: flash_attn(profile)["required"],
+    "bias_gelu_fusion": torchscript_fusion,
+}
+
+
+def auto_setting(key: str, profile: Any) -> bool:
+    """What ``auto`` means for job setting ``key`` on ``profile`` (a dict or a name)."""
+    return bool(AUTO_SETTINGS[key](profile))
+
+
 def min_driver_for_cuda(cuda_version: str) -> Optional[str]:
     """The lowest driver that runs CUDA ``cuda_version``, most specific entry first."""
     from ._versions import major, major_minor  # local import keeps the data module flat

@@ -113,3 +113,28 @@ def test_flash_attn_unknown_profile_raises():
 def test_torchscript_fusion(name, expected):
     assert sp.torchscript_fusion(name) is expected
     assert sp.torchscript_fusion(sp.get(name)) is expected
+
+
+@pytest.mark.parametrize("key, name, expected", [
+    ("use_flash_attn", "cu130", True),
+    ("use_flash_attn", "cu121", False),
+    ("use_flash_attn", "cu117", False),
+    ("use_flash_attn", "cpu", False),
+    ("bias_gelu_fusion", "cu130", False),
+    ("bias_gelu_fusion", "cu121", True),
+    ("bias_gelu_fusion", "cu117", True),
+    ("bias_gelu_fusion", "cpu", True),
+    ("bias_gelu_fusion", None, True),
+])
+def test_auto_setting(key, name, expected):
+    assert sp.auto_setting(key, name) is expected
+    assert sp.auto_setting(key, sp.get(name)) is expected
+
+
+@pytest.mark.parametrize("key, name, error", [
+    ("masked_softmax_fusion", "cu130", KeyError),      # not a setting that takes auto
+    ("use_flash_attn", "cu999", sp.UnknownProfileError),
+])
+def test_auto_setting_refuses(key, name, error):
+    with pytest.raises(error):
+        sp.auto_setting(key, name)
