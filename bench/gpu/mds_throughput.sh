@@ -30,11 +30,16 @@ from megatron.data import helpers
 s = helpers.build_sample_idx(np.array([5,7,3,9],dtype=np.int32), np.array([0,1,2,3],dtype=np.int32), 4, 1, 24)
 print('helper call ok', s.shape)")
 D=/tmp/data; mkdir -p $D
-python3 bench/make_corpus.py --out $D --repeat 8
-(cd $MDS && python3 tools/preprocess_data.py --input $D/corpus.jsonl --output-prefix $D/corpus \
-  --tokenizer-type GPT2BPETokenizer --vocab-file $D/vocab.json --merge-file $D/merges.txt \
-  --append-eod --workers 16 > $OUT/preprocess.log 2>&1; echo "preprocess rc=$?"; ls -la $D)
 printf 'all:\n  vars:\n    ansible_connection: local\n    ansible_python_interpreter: %s/bin/python3\n  children:\n    megatron_head: {hosts: {gpuhost: }}\n    megatron_nodes: {hosts: {gpuhost: }}\n' $VENV > /tmp/inv.yml
+# The corpus and its BPE tokenizer (bench/make_corpus.py), tokenised by the collection's own
+# prepare_data.yml (Megatron-DeepSpeed's tools/preprocess_data.py on the head node).
+python3 bench/make_corpus.py --out $D --repeat 8
+ansible-playbook -i /tmp/inv.yml playbooks/prepare_data.yml -e megatron_launch_data_input=$D/corpus.jsonl \
+  -e megatron_launch_data_input_on=head -e megatron_job_data_path=$D/corpus_text_document \
+  -e megatron_job_vocab_file=$D/vocab.json -e megatron_job_merge_file=$D/merges.txt \
+  -e megatron_job_megatron_dir=$MDS -e megatron_job_venv=$VENV -e megatron_job_user=root -e megatron_job_group=root \
+  > $OUT/prepare_data.log 2>&1
+echo "prepare_data.yml rc=$?"; ls -la $D
 T_START=$(date +%s)
 for variant in "$@"; do
   IFS=: read -r name micro flash acg iters extra <<<"$variant"

@@ -7,6 +7,7 @@ The logic lives in module_utils/_launch.py; each filter is a thin adapter.
 
 * ``rank_pattern(script)``: the pgrep/pkill -f regex of the script's rank processes.
 * ``data_files(data_path)``: the .bin/.idx files of Megatron's --data-path.
+* ``required_files(paths, what, fix)``: paths as prelaunch_problems' ``required`` entries.
 * ``prelaunch_problems(probes, required, ssh, head, script, user)``: every reason not to start.
 * ``burnin_report(results, nodes, ranks_per_node, threshold)`` and ``burnin_table(report)``.
 * ``checkpoint_shape(files)``: TP/PP/DP of a DeepSpeed checkpoint tag from its file names.
@@ -43,6 +44,7 @@ class FilterModule:
         table = {
             "rank_pattern": _launch.rank_pattern,
             "data_files": _launch.data_files,
+            "required_files": _launch.required_files,
             "prelaunch_problems": _launch.prelaunch_problems,
             "burnin_report": _launch.burnin_report,
             "burnin_table": _launch.burnin_table,

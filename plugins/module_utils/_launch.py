@@ -502,6 +502,19 @@ def data_files(data_path: Any) -> List[str]:
     return [p + ext for p in prefixes for ext in (".bin", ".idx")]
 
 
+def required_files(paths: Any, what: str, fix: str) -> List[Dict[str, str]]:
+    """``paths`` (a list, or one path) as prelaunch_problems' ``required`` entries, each with
+    the same ``what`` and ``fix``: what community.general.dict_kv + combine did, without a
+    collection beyond ansible-core at the launch."""
+    items = paths if isinstance(paths, (list, tuple)) else [paths]
+    out = []
+    for path in items:
+        if not isinstance(path, str) or not path:
+            raise ValueError("required_files: expected paths as non-empty strings, found %r" % (path,))
+        out.append({"path": path, "what": str(what), "fix": str(fix)})
+    return out
+
+
 def prelaunch_problems(probes: Mapping[str, Mapping[str, Any]], required: Sequence[Mapping[str, Any]] = (),
                        ssh: Optional[Mapping[str, Any]] = None, head: str = "", script: str = "",
                        user: str = "", unwritable: Optional[Mapping[str, str]] = None) -> List[str]:

@@ -16,6 +16,11 @@ FILTERS = FilterModule().filters()
 @pytest.mark.parametrize("name, args, expected", [
     ("rank_pattern", ("pretrain_gpt.py",), r"python[0-9.]* -u ([^ ]*/)?pretrain_gpt\.py( |$)"),
     ("data_files", ("/d/x",), ["/d/x.bin", "/d/x.idx"]),
+    ("required_files", (["/d/x.bin", "/d/x.idx"], "dataset file", "run prepare_data.yml"),
+     [{"path": "/d/x.bin", "what": "dataset file", "fix": "run prepare_data.yml"},
+      {"path": "/d/x.idx", "what": "dataset file", "fix": "run prepare_data.yml"}]),
+    ("required_files", ("/d/one", "w", "f"), [{"path": "/d/one", "what": "w", "fix": "f"}]),
+    ("required_files", ([], "w", "f"), []),
     ("checkpoint_step", ("global_step3",), 3),
     ("ssh_sweep", (["ok a"], {"n": "a"}), {"n": {"rc": 0, "msg": ""}}),
 ])
@@ -23,7 +28,9 @@ def test_filters(name, args, expected):
     assert FILTERS[name](*args) == expected
 
 
-@pytest.mark.parametrize("name, args", [("rank_pattern", ("",)), ("checkpoint_shape", (None,))])
+@pytest.mark.parametrize("name, args", [("rank_pattern", ("",)), ("checkpoint_shape", (None,)),
+                                        ("required_files", (["/d/x", ""], "w", "f")),
+                                        ("required_files", ([None], "w", "f"))])
 def test_errors_become_filter_errors(name, args):
     with pytest.raises(AnsibleFilterError, match="megatron_ds.cluster.%s" % name):
         FILTERS[name](*args)

@@ -243,6 +243,26 @@ def test_data_files(data_path, files):
     assert la.data_files(data_path) == files
 
 
+@pytest.mark.parametrize("paths, expected", [
+    (["/d/a.bin", "/d/a.idx"], [{"path": "/d/a.bin", "what": "W", "fix": "F"}, {"path": "/d/a.idx", "what": "W", "fix": "F"}]),
+    (("/d/a.bin",), [{"path": "/d/a.bin", "what": "W", "fix": "F"}]),
+    ("/d/one", [{"path": "/d/one", "what": "W", "fix": "F"}]),
+    ([], []),
+])
+def test_required_files(paths, expected):
+    assert la.required_files(paths, "W", "F") == expected
+    # What prelaunch_problems takes: a missing file is named with its what and fix.
+    if expected:
+        problems = la.prelaunch_problems({"n1": {"listeners": {}, "ranks": [], "paths": {}}}, expected)
+        assert any("W" in p and "F" in p and expected[0]["path"] in p for p in problems), problems
+
+
+@pytest.mark.parametrize("paths", [[""], [None], ["/d/a", 3], None])
+def test_required_files_refuses_non_paths(paths):
+    with pytest.raises(ValueError, match="required_files: expected paths as non-empty strings"):
+        la.required_files(paths, "W", "F")
+
+
 REQUIRED = [{"path": "/d/x.bin", "what": "dataset file", "fix": "run prepare_data.yml"}]
 
 
