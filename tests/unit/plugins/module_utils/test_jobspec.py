@@ -927,74 +927,51 @@ def test_failed():
 # ---------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(
-    "value, profile, expected",
+    "key, value, profile, expected",
     [
-        ("auto", "cu130", True),     # torch 2.11 breaks the unfused path: required
-        ("AUTO ", "cu130", True),
-        ("auto", "cu121", False),
-        ("auto", "cu117", False),    # before_rebase has no --use-flash-attn* flags
-        ("auto", "cpu", False),
-        ("auto", None, False),       # the default profile, cu117
-        (True, "cu121", True),
-        ("yes", "cu121", True),
-        (False, "cu130", False),     # kept as given: validate() refuses it
-        ("false", "cu130", False),
+        # use_flash_attn: auto is on where the profile requires flash attention.
+        ("use_flash_attn", "auto", "cu130", True),     # torch 2.11 breaks the unfused path: required
+        ("use_flash_attn", "AUTO ", "cu130", True),
+        ("use_flash_attn", "auto", "cu121", False),
+        ("use_flash_attn", "auto", "cu117", False),    # before_rebase has no --use-flash-attn* flags
+        ("use_flash_attn", "auto", "cpu", False),
+        ("use_flash_attn", "auto", None, False),       # the default profile, cu117
+        ("use_flash_attn", True, "cu121", True),
+        ("use_flash_attn", "yes", "cu121", True),
+        ("use_flash_attn", False, "cu130", False),     # kept as given: validate() refuses it
+        ("use_flash_attn", "false", "cu130", False),
+        # bias_gelu_fusion: auto is off where the profile's torch cannot fuse the TorchScript bias-GeLU.
+        ("bias_gelu_fusion", "auto", "cu130", False),
+        ("bias_gelu_fusion", " Auto", "cu130", False),
+        ("bias_gelu_fusion", "auto", "cu121", True),
+        ("bias_gelu_fusion", "auto", "cu117", True),
+        ("bias_gelu_fusion", "auto", "cpu", True),
+        ("bias_gelu_fusion", "auto", None, True),      # the default profile, cu117
+        ("bias_gelu_fusion", True, "cu130", True),     # kept as given: validate() warns
+        ("bias_gelu_fusion", "yes", "cu130", True),
+        ("bias_gelu_fusion", False, "cu121", False),
+        ("bias_gelu_fusion", "off", "cu117", False),
     ],
 )
-def test_normalize_resolves_use_flash_attn(value, profile, expected):
-    spec_vars = {"megatron_job_use_flash_attn": value}
+def test_normalize_resolves_auto_settings(key, value, profile, expected):
+    spec_vars = {"megatron_job_" + key: value}
     if profile is not None:
         spec_vars["megatron_job_stack_profile"] = profile
-    assert j.normalize(spec_vars)["use_flash_attn"] is expected
+    assert j.normalize(spec_vars)[key] is expected
 
 
+@pytest.mark.parametrize("key", sorted(j.AUTO_BOOL_KEYS))
 @pytest.mark.parametrize(
-    "spec_vars, message",
+    "value, profile, message",
     [
-        ({"use_flash_attn": "sometimes", "stack_profile": "cu130"}, "megatron_job_use_flash_attn: found 'sometimes', expected true or false"),
-        ({"use_flash_attn": "auto", "stack_profile": "cu999"}, "megatron_job_stack_profile: unknown stack profile 'cu999'"),
-        ({"use_flash_attn": None, "stack_profile": "cu130"}, "megatron_job_use_flash_attn: found null"),
+        ("sometimes", "cu130", "megatron_job_{key}: found 'sometimes', expected true or false"),
+        ("auto", "cu999", "megatron_job_stack_profile: unknown stack profile 'cu999'"),
+        (None, "cu130", "megatron_job_{key}: found null"),
     ],
 )
-def test_normalize_refuses_bad_use_flash_attn(spec_vars, message):
-    with pytest.raises(j.JobSpecError, match=re.escape(message)):
-        j.normalize(spec_vars)
-
-
-@pytest.mark.parametrize(
-    "value, profile, expected",
-    [
-        ("auto", "cu130", False),    # torch 2.11 cannot fuse the TorchScript bias-GeLU: off
-        (" Auto", "cu130", False),
-        ("auto", "cu121", True),
-        ("auto", "cu117", True),
-        ("auto", "cpu", True),
-        ("auto", None, True),        # the default profile, cu117
-        (True, "cu130", True),       # kept as given: validate() warns
-        ("yes", "cu130", True),
-        (False, "cu121", False),
-        ("off", "cu117", False),
-    ],
-)
-def test_normalize_resolves_bias_gelu_fusion(value, profile, expected):
-    spec_vars = {"megatron_job_bias_gelu_fusion": value}
-    if profile is not None:
-        spec_vars["megatron_job_stack_profile"] = profile
-    assert j.normalize(spec_vars)["bias_gelu_fusion"] is expected
-
-
-@pytest.mark.parametrize(
-    "spec_vars, message",
-    [
-        ({"bias_gelu_fusion": "sometimes", "stack_profile": "cu130"},
-         "megatron_job_bias_gelu_fusion: found 'sometimes', expected true or false"),
-        ({"bias_gelu_fusion": "auto", "stack_profile": "cu999"}, "megatron_job_stack_profile: unknown stack profile 'cu999'"),
-        ({"bias_gelu_fusion": None, "stack_profile": "cu130"}, "megatron_job_bias_gelu_fusion: found null"),
-    ],
-)
-def test_normalize_refuses_bad_bias_gelu_fusion(spec_vars, message):
-    with pytest.raises(j.JobSpecError, match=re.escape(message)):
-        j.normalize(spec_vars)
+def test_normalize_refuses_bad_auto_settings(key, value, profile, message):
+    with pytest.raises(j.JobSpecError, match=re.escape(message.format(key=key))):
+        j.normalize({key: value, "stack_profile": profile})
 
 
 GELU_CHECK = "bias-GeLU without TorchScript fusion on stack profile cu130"
@@ -1017,20 +994,6 @@ GELU_RULES = [
     ("cu117 keeps the fusion silently", {"stack_profile": "cu117", "bias_gelu_fusion": True},
      "bias-GeLU without TorchScript fusion on stack profile cu117", None, ""),
 ]
-
-
-@pytest.mark.parametrize("spec,check,status,words", [r[1:] for r in GELU_RULES], ids=[r[0] for r in GELU_RULES])
-def test_bias_gelu_fusion_rule(spec, check, status, words):
-    findings = run(spec)
-    if status is None:
-        assert not [f for f in findings if f["check"] == check]
-        return
-    finding = the(findings, check)
-    assert finding["status"] == status, finding
-    assert finding["component"] == "performance"
-    assert words in "%s | %s | %s" % (finding["found"], finding["expected"], finding["fix"])
-    # A warning, never a failure: the job runs, only slower.
-    assert statuses([finding])["fail"] == 0
 
 
 @pytest.mark.parametrize("extra, status, words", [
@@ -1072,15 +1035,21 @@ FLASH_RULES = [
 ]
 
 
-@pytest.mark.parametrize("spec,check,status,words", [r[1:] for r in FLASH_RULES], ids=[r[0] for r in FLASH_RULES])
-def test_flash_attn_rule(spec, check, status, words):
+# The rules of the settings that take auto: flash attention (an "attention" finding, a failure
+# where the profile requires it) and bias-GeLU fusion (a "performance" warning, never a failure).
+AUTO_RULES = [r + ("attention",) for r in FLASH_RULES] + [r + ("performance",) for r in GELU_RULES]
+
+
+@pytest.mark.parametrize("spec,check,status,words,component", [r[1:] for r in AUTO_RULES],
+                         ids=["%s: %s" % (r[5], r[0]) for r in AUTO_RULES])
+def test_auto_setting_rule(spec, check, status, words, component):
     findings = run(spec)
     if status is None:
         assert not [f for f in findings if f["check"] == check]
         return
     finding = the(findings, check)
     assert finding["status"] == status, finding
-    assert finding["component"] == "attention"
+    assert finding["component"] == component
     assert words in "%s | %s | %s" % (finding["found"], finding["expected"], finding["fix"])
 
 
