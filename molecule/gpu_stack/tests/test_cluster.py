@@ -118,10 +118,11 @@ def test_driver_role_in_check_mode_reports_no_change_on_a_satisfied_node(host):
 @pytest.fixture()
 def vendor_toolkit():
     """node2 gets a CUDA 11.7 tree this role did not install: the converged one copied to
-    /opt/vendor/cuda-11.7 (NVIDIA's real nvcc from the test mirror) without the install marker."""
+    /opt/vendor/cuda-11.7 without the install markers. The test mirror's toolkit has NVIDIA's real
+    ptxas and no nvcc driver, so the role finds the release through its ptxas fallback."""
     node2 = _node("node2")
     setup = node2.run("mkdir -p /opt/vendor && cp -a /usr/local/cuda-11.7 /opt/vendor/cuda-11.7 && "
-                      "rm /opt/vendor/cuda-11.7/.megatron_ds-*.json && /opt/vendor/cuda-11.7/bin/nvcc --version")
+                      "rm /opt/vendor/cuda-11.7/.megatron_ds-*.json && /opt/vendor/cuda-11.7/bin/ptxas --version")
     assert setup.rc == 0, setup.stderr
     assert "release 11.7, V11.7.99" in setup.stdout
     yield node2
