@@ -82,6 +82,8 @@ def test_tampered_archive_is_refused_and_nothing_installed(host):
     assert "cuda_cudart-linux-x86_64-11.7.99-archive.tar.xz" in out
     assert "found sha256 %s, expected %s" % (found, expected) in out
     assert "Nothing was installed" in out
+    assert "If the mirror is stale or tampered with, re-sync it from NVIDIA" in out
+    assert "download(s) failed" not in out
 
     node3 = _node("node3")
     assert not node3.file("/opt/megatron-tampered").exists
@@ -89,6 +91,20 @@ def test_tampered_archive_is_refused_and_nothing_installed(host):
     # get_url deletes a download whose checksum differs: the cache keeps nothing bad either.
     cached = os.path.join(EPHEMERAL, "tampered-cache/compute/cuda/redist/cuda_cudart/linux-x86_64")
     assert not os.path.exists(cached) or os.listdir(cached) == []
+
+
+def test_unreachable_mirror_is_refused_as_a_download_failure(host):
+    result = _playbook("refuse-unreachable.yml")
+    out = _text(result)
+    assert result.returncode != 0, out[-3000:]
+    assert "refusing to install on node3" in out
+    assert "redistrib_11.7.1.json from http://127.0.0.1:9/mirror/compute/cuda/redist/redistrib_11.7.1.json" in out
+    assert "1 download(s) failed: check that localhost reaches http://127.0.0.1:9/mirror/compute/cuda/redist" in out
+    assert "set megatron_nvidia_mirror_url" in out
+    # Not a checksum problem: no advice to re-sync a stale or tampered mirror.
+    assert "stale or tampered" not in out
+    assert "Nothing was installed" in out
+    assert not _node("node3").file("/opt/megatron-unreachable").exists
 
 
 def test_cudnn_for_another_cuda_major_is_refused_before_any_change(host):
