@@ -6,7 +6,7 @@
 # Needs, on that host: a Python venv with torch, DeepSpeed and ansible-core (VENV, default
 # /opt/torch/.venv), and optionally a Megatron-DeepSpeed checkout (MEGATRON_DS_SRC). Runs:
 #   1. gpu_stack_facts on the real hardware;
-#   2. nvidia_driver and cuda_toolkit in check mode (bench/gpu/check_mode.sh: no change);
+#   2. nvidia_driver, cuda_toolkit, cudnn and nccl in check mode (bench/gpu/check_mode.sh: no change);
 #      preflight for the matching profile (must pass), for cu117 (must fail, saying why), and
 #      on two inventory "nodes" of this host whose Megatron-DeepSpeed checkouts differ (must
 #      fail naming that node) when MEGATRON_DS_PREV points at a second checkout;
@@ -64,7 +64,7 @@ print("driver %s (%s) | %d x %s %s MiB | CUDA %s via %s | cuDNN %s | NCCL %s | t
          f["memlock"]["current"]))
 PY
 
-step "check mode: nvidia_driver and cuda_toolkit for profile $PROFILE (expect changed=0)"
+step "check mode: nvidia_driver, cuda_toolkit, cudnn, nccl for profile $PROFILE (expect no software change)"
 OUT="$OUT/check-mode" VENV="$VENV" bash "$REPO/bench/gpu/check_mode.sh" "$PROFILE"
 
 for prof in "$PROFILE" cu117; do

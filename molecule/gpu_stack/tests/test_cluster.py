@@ -132,13 +132,16 @@ def test_driver_role_in_check_mode_reports_no_change_on_a_satisfied_node(host):
 
 
 @pytest.fixture()
-def vendor_toolkit():
-    """node2 gets a CUDA 11.7 tree this role did not install: the converged one copied to
-    /opt/vendor/cuda-11.7 without the install markers. The test mirror's toolkit has NVIDIA's real
-    ptxas and no nvcc driver, so the role finds the release through its ptxas fallback."""
+def vendor_stack():
+    """node2 gets a GPU stack these roles did not install: the converged CUDA 11.7 tree (with its
+    cuDNN) and NCCL tree copied under /opt/vendor without the install markers. The test mirror's
+    toolkit has NVIDIA's real ptxas and no nvcc driver, so cuda_toolkit finds the release through
+    its ptxas fallback."""
     node2 = _node("node2")
     setup = node2.run("mkdir -p /opt/vendor && cp -a /usr/local/cuda-11.7 /opt/vendor/cuda-11.7 && "
-                      "rm /opt/vendor/cuda-11.7/.megatron_ds-*.json && /opt/vendor/cuda-11.7/bin/ptxas --version")
+                      "cp -a /usr/local/nccl-2.16.5 /opt/vendor/nccl-2.16.5 && "
+                      "rm /opt/vendor/cuda-11.7/.megatron_ds-*.json /opt/vendor/nccl-2.16.5/.megatron_ds-*.json && "
+                      "/opt/vendor/cuda-11.7/bin/ptxas --version")
     assert setup.rc == 0, setup.stderr
     assert "release 11.7, V11.7.99" in setup.stdout
     yield node2
@@ -146,25 +149,35 @@ def vendor_toolkit():
 
 
 @pytest.mark.parametrize("check", [True, False], ids=["check mode", "applied"])
-def test_toolkit_installed_by_someone_else_is_adopted(vendor_toolkit, check):
-    result = _playbook("adopt-cuda.yml", *(["--check"] if check else []))
+def test_stack_installed_by_someone_else_is_adopted(vendor_stack, check):
+    result = _playbook("adopt-stack.yml", *(["--check"] if check else []))
     out = _text(result)
     assert result.returncode == 0, out[-3000:]
     assert _recap(result.stdout, "node2")["changed"] == 0
     assert ("node2: found CUDA 11.7 in /opt/vendor/cuda-11.7 (V11.7.99), not installed by this role: it is "
             "the release of CUDA 11.7.1 (profile cu117), so cuda_toolkit leaves it") in out
+    assert ("node2: found cuDNN 8.6.0 (/opt/vendor/cuda-11.7/include/cudnn_version.h, "
+            "/opt/vendor/cuda-11.7/lib64/libcudnn.so.8), not installed by this role: it is cuDNN 8.6.0.163") in out
+    assert ("node2: found NCCL 2.16.5 (/opt/vendor/nccl-2.16.5/include/nccl.h, /opt/vendor/nccl-2.16.5/lib/libnccl.so.2), "
+            "not installed by this role: it is NCCL 2.16.5-1") in out
     # Nothing fetched or deployed, no link made, no marker written.
     assert "Fetch the manifest" not in out and "Install where missing" not in out
-    assert not vendor_toolkit.file("/opt/vendor/cuda").exists
-    assert not vendor_toolkit.file("/opt/vendor/cuda-11.7/.megatron_ds-cuda_toolkit.json").exists
-    assert vendor_toolkit.file("/usr/local/cuda").linked_to == "/usr/local/cuda-11.7"
+    for path in ("/opt/vendor/cuda", "/opt/vendor/nccl", "/opt/vendor/cuda-11.7/.megatron_ds-cuda_toolkit.json",
+                 "/opt/vendor/cuda-11.7/.megatron_ds-cudnn.json", "/opt/vendor/nccl-2.16.5/.megatron_ds-nccl.json"):
+        assert not vendor_stack.file(path).exists, path
+    assert vendor_stack.file("/usr/local/cuda").linked_to == "/usr/local/cuda-11.7"
+    assert vendor_stack.file("/usr/local/nccl").linked_to == "/usr/local/nccl-2.16.5"
 
 
-def test_toolkit_adoption_can_be_turned_off(vendor_toolkit):
-    result = _playbook("adopt-cuda.yml", "--check", "-e", "cuda_toolkit_adopt=false")
+def test_adoption_can_be_turned_off(vendor_stack):
+    result = _playbook("adopt-stack.yml", "--check", "-e", "cuda_toolkit_adopt=false", "-e", "cudnn_adopt=false",
+                       "-e", "nccl_adopt=false")
     out = _text(result)
     assert result.returncode == 0, out[-3000:]
-    assert "found CUDA" not in out
-    # In check mode the profile's own toolkit would be installed over it and linked.
-    assert _recap(result.stdout, "node2")["changed"] >= 1
-    assert not vendor_toolkit.file("/opt/vendor/cuda-11.7/.megatron_ds-cuda_toolkit.json").exists
+    assert "found CUDA" not in out and "found cuDNN" not in out and "found NCCL" not in out
+    # In check mode the profile's own toolkit, cuDNN and NCCL would be installed over them.
+    assert "CUDA toolkit on node2 would install" in out
+    assert "cuDNN on node2 would install" in out
+    assert "NCCL on node2 would install" in out
+    assert _recap(result.stdout, "node2")["changed"] >= 3
+    assert not vendor_stack.file("/opt/vendor/cuda-11.7/.megatron_ds-cuda_toolkit.json").exists
