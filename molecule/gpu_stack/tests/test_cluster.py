@@ -160,8 +160,13 @@ def test_stack_installed_by_someone_else_is_adopted(vendor_stack, check):
             "/opt/vendor/cuda-11.7/lib64/libcudnn.so.8), not installed by this role: it is cuDNN 8.6.0.163") in out
     assert ("node2: found NCCL 2.16.5 (/opt/vendor/nccl-2.16.5/include/nccl.h, /opt/vendor/nccl-2.16.5/lib/libnccl.so.2), "
             "not installed by this role: it is NCCL 2.16.5-1") in out
-    # Nothing fetched or deployed, no link made, no marker written.
-    assert "Fetch the manifest" not in out and "Install where missing" not in out
+    # Nothing planned, fetched or deployed: those includes were skipped (their TASK headers still
+    # print), so none was included and no artifact task ran; no link made, no marker written.
+    for included in ("plan-redist.yml for node2", "/deploy.yml for node2", "manifest.yml for node2",
+                     "deploy-txz.yml for node2"):
+        assert included not in out, included
+    assert "included: megatron_ds.cluster.nvidia_artifacts" not in out
+    assert "Read the install marker of" not in out and "Download into the cache" not in out
     for path in ("/opt/vendor/cuda", "/opt/vendor/nccl", "/opt/vendor/cuda-11.7/.megatron_ds-cuda_toolkit.json",
                  "/opt/vendor/cuda-11.7/.megatron_ds-cudnn.json", "/opt/vendor/nccl-2.16.5/.megatron_ds-nccl.json"):
         assert not vendor_stack.file(path).exists, path
