@@ -12,7 +12,7 @@ import pathlib
 import socket
 import subprocess
 import sys
-from typing import List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import pytest
 
@@ -45,7 +45,8 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _run(tmp_path: pathlib.Path, extra: List[str]) -> subprocess.CompletedProcess:
+def _command(tmp_path: pathlib.Path, extra: List[str]) -> Tuple[List[str], Dict[str, str]]:
+    """argv and environment of a one-rank burn-in of a tiny GPT on the CPU, saving into tmp_path/ckpt."""
     config = tmp_path / "ds_config.json"
     config.write_text(json.dumps(CONFIG))
     env = dict(os.environ, RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_SIZE="1", MASTER_ADDR="127.0.0.1",
@@ -53,6 +54,11 @@ def _run(tmp_path: pathlib.Path, extra: List[str]) -> subprocess.CompletedProces
     argv = [sys.executable, "-u", str(SCRIPT), "--ds-config", str(config), "--layers", "1", "--hidden", "32",
             "--heads", "2", "--seq", "16", "--vocab", "64", "--pool", "4", "--probe-steps", "1",
             "--save", str(tmp_path / "ckpt")] + extra
+    return argv, env
+
+
+def _run(tmp_path: pathlib.Path, extra: List[str]) -> subprocess.CompletedProcess:
+    argv, env = _command(tmp_path, extra)
     return subprocess.run(argv, env=env, cwd=tmp_path, text=True, capture_output=True, timeout=300, check=False)
 
 
@@ -102,13 +108,7 @@ def test_sigterm_saves_and_exits_zero_even_when_signalled_again(tmp_path):
     (ranks of other nodes can make this rank stop before its own signal comes) does not kill it.
     The late signal's timing is not deterministic here: the molecule launch scenario, where the
     race really happened, is the test of StopFlag.settle()."""
-    config = tmp_path / "ds_config.json"
-    config.write_text(json.dumps(CONFIG))
-    env = dict(os.environ, RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_SIZE="1", MASTER_ADDR="127.0.0.1",
-               MASTER_PORT=str(_free_port()), DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1")
-    argv = [sys.executable, "-u", str(SCRIPT), "--ds-config", str(config), "--layers", "1", "--hidden", "32",
-            "--heads", "2", "--seq", "16", "--vocab", "64", "--pool", "4", "--probe-steps", "1",
-            "--steps", "100000", "--save", str(tmp_path / "ckpt")]
+    argv, env = _command(tmp_path, ["--steps", "100000"])
     proc = subprocess.Popen(argv, env=env, cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     seen: List[str] = []
     try:
