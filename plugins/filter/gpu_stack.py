@@ -5,7 +5,7 @@
 
 * ``installed_match(header_results, library_results, kind, want)``: whether the node already has
   cuDNN or NCCL ``want`` that someone else installed, from one slurp loop over candidate headers
-  and one stat loop over their libraries (module_utils/_gpu_facts.installed_match).
+  and one stat loop over their libraries (module_utils/_redist.installed_match).
 """
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from typing import Any, Callable, Dict
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _gpu_facts
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _redist
 
 
 def installed_match(header_results: Any, library_results: Any, kind: str, want: str) -> Dict[str, Any]:
-    """See module_utils/_gpu_facts.installed_match; errors become AnsibleFilterError."""
+    """See module_utils/_redist.installed_match; errors become AnsibleFilterError."""
     try:
-        return _gpu_facts.installed_match(header_results, library_results, kind, want)
+        return _redist.installed_match(header_results, library_results, kind, want)
     except (ValueError, TypeError, AttributeError) as exc:
         raise AnsibleFilterError("megatron_ds.cluster.installed_match: %s" % exc) from exc
 

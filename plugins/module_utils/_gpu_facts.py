@@ -20,7 +20,6 @@ report node paths, never the mapped ones.
 """
 from __future__ import annotations
 
-import base64
 import json
 import os
 import re
@@ -29,7 +28,7 @@ import shlex
 import socket
 import subprocess
 import xml.etree.ElementTree as ET
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 RunResult = Tuple[int, str, str]
 Runner = Callable[[Sequence[str], float], RunResult]
@@ -363,56 +362,6 @@ def parse_nccl_header(text: Optional[str]) -> Optional[str]:
         found[key] = match.group(1)
     suffix = re.search(r'^\s*#\s*define\s+NCCL_SUFFIX\s+"([^"]*)"', text or "", re.M)
     return "%s.%s.%s%s" % (found["MAJOR"], found["MINOR"], found["PATCH"], suffix.group(1) if suffix else "")
-
-
-HEADER_PARSERS = {"cudnn": parse_cudnn_header, "nccl": parse_nccl_header}
-
-
-def _release(version: str) -> str:
-    """The part of a version that a header states: '9.14.0.64' -> '9.14.0', '2.28.3-1' -> '2.28.3'."""
-    return ".".join(re.split(r"[.-]", str(version))[:3])
-
-
-def installed_match(header_results: Sequence[Mapping[str, Any]], library_results: Sequence[Mapping[str, Any]],
-                    kind: str, want: str) -> Dict[str, Any]:
-    """Whether a node already has cuDNN or NCCL ``want``, installed by someone else.
-
-    ``header_results`` are the slurp results and ``library_results`` the stat results of one
-    loop over the same candidates ({header, library} dicts, in order of preference). The first
-    candidate whose header states ``want`` (at the header's precision: '9.14.0' for
-    '9.14.0.64', '2.28.3' for '2.28.3-1') and whose library exists is returned as
-    {matched: True, header, library, version}; otherwise {matched: False}. ``found`` lists
-    every header read, with its version, for the role's report.
-    """
-    if kind not in HEADER_PARSERS:
-        raise ValueError("installed_match: kind must be one of %s, found %r" % (", ".join(sorted(HEADER_PARSERS)), kind))
-    if not want:
-        raise ValueError("installed_match: expected the wanted version, found %r" % (want,))
-    libraries = {}
-    for result in library_results or []:
-        item = result.get("item") or {}
-        libraries[item.get("library")] = bool((result.get("stat") or {}).get("exists"))
-    found = []
-    match: Dict[str, Any] = {"matched": False}
-    for result in header_results or []:
-        item = result.get("item") or {}
-        content = result.get("content")
-        if not content:
-            continue
-        try:
-            text = base64.b64decode(content).decode("utf-8", "replace")
-        except (ValueError, TypeError):
-            continue
-        version = HEADER_PARSERS[kind](text)
-        if not version:
-            continue
-        library = item.get("library")
-        found.append({"header": item.get("header"), "version": version, "library": library,
-                      "library_exists": libraries.get(library, False)})
-        if not match["matched"] and _release(version) == _release(want) and libraries.get(library, False):
-            match = {"matched": True, "header": item.get("header"), "library": library, "version": version}
-    match["found"] = found
-    return match
 
 
 def cudnn_version_from_int(value: Any) -> Optional[str]:

@@ -16,10 +16,14 @@ the mirror writes and what the roles expect cannot drift apart.
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import re
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+
+from ._gpu_facts import parse_cudnn_header, parse_nccl_header
+from ._versions import prefix_match
 
 NVIDIA_BASE_URL = "https://developer.download.nvidia.com"
 CUDA_REDIST_PATH = "compute/cuda/redist"
@@ -207,3 +211,51 @@ def marker(version: str, method: str, artifacts: Iterable[Mapping[str, Any]]) ->
         "method": method,
         "components": {a["name"]: {"version": a.get("version"), "sha256": a["sha256"]} for a in artifacts},
     }
+
+
+# --------------------------------------------------------------------------------------------
+# A cuDNN or NCCL installed by someone else (the roles' adoption, nvidia_artifacts tasks/adopt.yml)
+# --------------------------------------------------------------------------------------------
+HEADER_PARSERS = {"cudnn": parse_cudnn_header, "nccl": parse_nccl_header}
+
+
+def installed_match(header_results: Sequence[Mapping[str, Any]], library_results: Sequence[Mapping[str, Any]],
+                    kind: str, want: str) -> Dict[str, Any]:
+    """Whether a node already has cuDNN or NCCL ``want``, installed by someone else.
+
+    ``header_results`` are the slurp results and ``library_results`` the stat results of one
+    loop over the same candidates ({header, library} dicts, in order of preference). The first
+    candidate whose header states ``want`` (at the header's precision: '9.14.0' for
+    '9.14.0.64', '2.28.3' for '2.28.3-1') and whose library exists is returned as
+    {matched: True, header, library, version}; otherwise {matched: False}. ``found`` lists
+    every header read, with its version and whether its library exists, for the role's report.
+    """
+    if kind not in HEADER_PARSERS:
+        raise ValueError("installed_match: kind must be one of %s, found %r" % (", ".join(sorted(HEADER_PARSERS)), kind))
+    if not want:
+        raise ValueError("installed_match: expected the wanted version, found %r" % (want,))
+    libraries = {}
+    for result in library_results or []:
+        item = result.get("item") or {}
+        libraries[item.get("library")] = bool((result.get("stat") or {}).get("exists"))
+    found = []
+    match: Dict[str, Any] = {"matched": False}
+    for result in header_results or []:
+        item = result.get("item") or {}
+        content = result.get("content")
+        if not content:
+            continue
+        try:
+            text = base64.b64decode(content).decode("utf-8", "replace")
+        except (ValueError, TypeError):
+            continue
+        version = HEADER_PARSERS[kind](text)
+        if not version:
+            continue
+        library = item.get("library")
+        exists = libraries.get(library, False)
+        found.append({"header": item.get("header"), "version": version, "library": library, "library_exists": exists})
+        if not match["matched"] and exists and prefix_match(want, version):
+            match = {"matched": True, "header": item.get("header"), "library": library, "version": version}
+    match["found"] = found
+    return match

@@ -3,12 +3,18 @@
 # Apache License 2.0 (see LICENSE)
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
+from pathlib import Path
+from typing import Dict, Optional
 
 import pytest
 
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _redist
+
+# Real headers recorded on the GPU validation host (tests/fixtures/gpu-host-h200x2).
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 
 SHA_A = "a" * 64
 SHA_B = "b" * 64
@@ -212,3 +218,73 @@ def test_marker_records_versions_and_sha256():
             "cuda_nvcc": {"version": "11.7.99", "sha256": SHA_B},
         },
     }
+
+
+# ------------------------------------------------------------------ installed_match (adoption)
+def _slurp(header: str, library: str, fixture: Optional[str]) -> Dict[str, object]:
+    """A slurp loop result for one candidate: content when the header exists (a real header)."""
+    result: Dict[str, object] = {"item": {"header": header, "library": library}}
+    if fixture is None:
+        result.update(failed=True, msg="file not found: %s" % header)
+    else:
+        result["content"] = base64.b64encode((FIXTURES / fixture).read_bytes()).decode()
+    return result
+
+
+def _stat(header: str, library: str, exists: bool) -> Dict[str, object]:
+    return {"item": {"header": header, "library": library}, "stat": {"exists": exists}}
+
+
+SYS_CUDNN = ("/usr/include/x86_64-linux-gnu/cudnn_version.h", "/usr/lib/x86_64-linux-gnu/libcudnn.so.9")
+TREE_CUDNN = ("/usr/local/cuda-13.0/include/cudnn_version.h", "/usr/local/cuda-13.0/lib64/libcudnn.so.9")
+SYS_NCCL = ("/usr/include/nccl.h", "/usr/lib/x86_64-linux-gnu/libnccl.so.2")
+TREE_NCCL = ("/usr/local/nccl-2.28.3/include/nccl.h", "/usr/local/nccl-2.28.3/lib/libnccl.so.2")
+CUDNN_914 = "gpu-host-h200x2/system-usr-include-cudnn_version.h"      # 9.14.0, the H200 host's apt cuDNN
+CUDNN_919 = "gpu-host-h200x2/torch-venv-nvidia-cudnn_version.h"       # 9.19.0
+NCCL_2283 = "gpu-host-h200x2/system-usr-include-nccl.h"               # 2.28.3, the host's apt NCCL
+
+
+@pytest.mark.parametrize("kind, want, candidates, expected", [
+    # (header, library, header fixture or None, library exists) per candidate, in order.
+    ("cudnn", "9.14.0.64", [TREE_CUDNN + (None, False), SYS_CUDNN + (CUDNN_914, True)],
+     {"matched": True, "header": SYS_CUDNN[0], "library": SYS_CUDNN[1], "version": "9.14.0"}),
+    ("cudnn", "9.14.0.64", [TREE_CUDNN + (CUDNN_919, True), SYS_CUDNN + (CUDNN_914, True)],
+     {"matched": True, "header": SYS_CUDNN[0], "library": SYS_CUDNN[1], "version": "9.14.0"}),
+    # The first matching candidate wins.
+    ("cudnn", "9.14.0", [TREE_CUDNN + (CUDNN_914, True), SYS_CUDNN + (CUDNN_914, True)],
+     {"matched": True, "header": TREE_CUDNN[0], "library": TREE_CUDNN[1], "version": "9.14.0"}),
+    # A header without its library is not an install.
+    ("cudnn", "9.14.0.64", [SYS_CUDNN + (CUDNN_914, False)], {"matched": False}),
+    ("cudnn", "9.19.0.56", [SYS_CUDNN + (CUDNN_914, True)], {"matched": False}),
+    ("cudnn", "9.14.0.64", [TREE_CUDNN + (None, False), SYS_CUDNN + (None, False)], {"matched": False}),
+    ("nccl", "2.28.3-1", [TREE_NCCL + (None, False), SYS_NCCL + (NCCL_2283, True)],
+     {"matched": True, "header": SYS_NCCL[0], "library": SYS_NCCL[1], "version": "2.28.3"}),
+    ("nccl", "2.28.9-1", [SYS_NCCL + (NCCL_2283, True)], {"matched": False}),
+    # A cuDNN header is no NCCL header.
+    ("nccl", "9.14.0", [SYS_NCCL + (CUDNN_914, True)], {"matched": False}),
+])
+def test_installed_match(kind, want, candidates, expected):
+    headers = [_slurp(h, lib, fixture) for h, lib, fixture, _exists in candidates]
+    libraries = [_stat(h, lib, exists) for h, lib, _fixture, exists in candidates]
+    result = _redist.installed_match(headers, libraries, kind, want)
+    found = result.pop("found")
+    assert result == expected
+    # Every header read is reported with its version, matched or not.
+    parse = _redist.HEADER_PARSERS[kind]
+    assert [f["header"] for f in found] == [
+        h for h, _lib, fixture, _e in candidates if fixture and parse((FIXTURES / fixture).read_text())]
+
+
+@pytest.mark.parametrize("kind, want, message", [
+    ("cuda", "13.0", "kind must be one of cudnn, nccl"),
+    ("nccl", "", "expected the wanted version"),
+])
+def test_installed_match_refuses(kind, want, message):
+    with pytest.raises(ValueError, match=message):
+        _redist.installed_match([], [], kind, want)
+
+
+@pytest.mark.parametrize("results", [None, [], [{"item": {"header": "/h"}, "content": "!!not base64"}],
+                                     [{"item": {"header": "/h", "library": "/l"}, "failed": True}]])
+def test_installed_match_without_readable_headers(results):
+    assert _redist.installed_match(results, [], "cudnn", "9.14.0") == {"matched": False, "found": []}
