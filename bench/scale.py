@@ -103,8 +103,9 @@ def tool(name: str) -> str:
 
 def playbook(path: str, inventory: Path, logfile: Path, extra: Optional[dict] = None, profile: bool = False) -> Timed:
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1",
-               # Every size reuses node names under another prefix; no fact cache across sizes.
-               ANSIBLE_CACHE_PLUGIN="memory")
+               # ansible.cfg's fact cache (jsonfile, gathering=smart), as a user's re-run has it, but
+               # one per run of this bench: fresh nodes must not inherit another run's facts.
+               ANSIBLE_CACHE_PLUGIN_CONNECTION=str(logfile.parent / "facts"))
     if profile:
         env.update(ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks", PROFILE_TASKS_TASK_OUTPUT_LIMIT="all",
                    PROFILE_TASKS_SORT_ORDER="none")

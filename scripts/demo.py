@@ -312,7 +312,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                        help="iterations of pretrain_gpt.py to wait for (with a Megatron-DeepSpeed source)")
     args = parser.parse_args(argv)
     if args.command == "source":
-        say(prepare_source(os.environ))
+        done = prepare_source(os.environ)
+        if megatron_source(os.environ):  # without one, the summary says it once, at the end
+            say(done)
         return 0
     if args.train_iterations < 1:
         parser.error(f"--train-iterations is {args.train_iterations}; expected 1 or more")
