@@ -16,7 +16,7 @@ molecule/preflight_drift) and prints one report: cold, re-run, re-run/cold, the 
 against N=1 (goal <= 1.3x), the tasks that grew most, the burn-in, the memory peak and the
 preflight/ping table. Logs and summary.json go to bench/results/scale-<time>/.
 
-    bench/scale.py [--nodes 1 8] [--preflight-nodes 1 3 8] [--repeat 3] [--skip-preflight] [--keep]
+    bench/scale.py [--nodes 1 8] [--preflight-nodes 1 3 8] [--repeat 3] [--skip-preflight] [--skip-burnin] [--keep]
 
 The nodes use inventories/sim/group_vars (the `cpu` profile, the tiny job) with a global batch of
 16, which divides into data parallel 2 x N for N = 1, 2, 4 and 8.
@@ -242,6 +242,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--preflight-nodes", type=int, nargs="+", default=[1, 3, 8])
     p.add_argument("--repeat", type=int, default=3, help="rounds of preflight_vs_ping.py")
     p.add_argument("--skip-preflight", action="store_true")
+    p.add_argument("--skip-burnin", action="store_true", help="no burn-in at the largest size")
     p.add_argument("--keep", action="store_true", help="leave the nodes running")
     args = p.parse_args(argv)
     if min(args.nodes) < 1 or min(args.preflight_nodes) < 1:
@@ -250,7 +251,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     out.mkdir(parents=True)
     memory = MemorySampler()
     memory.start()
-    sizes = [measure(n, n == max(args.nodes), out, memory, args.keep) for n in sorted(set(args.nodes))]
+    sizes = [measure(n, n == max(args.nodes) and not args.skip_burnin, out, memory, args.keep)
+             for n in sorted(set(args.nodes))]
     preflight = None
     if not args.skip_preflight:
         memory.phase = "preflight_vs_ping"
