@@ -1,4 +1,6 @@
-#!/usr/bin/env python3
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, megatron_ds.cluster developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Builds only the three NVIDIA apex extensions that Megatron-DeepSpeed imports at start-up
 with --no-gradient-accumulation-fusion (amp_C, fused_layer_norm_cuda, apex_C), one process each
 and all three at once, through torch.utils.cpp_extension.load. Sources and compiler flags are

@@ -1,4 +1,6 @@
-#!/usr/bin/env python3
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, megatron_ds.cluster developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Peak GPU memory and speed of Megatron-DeepSpeed's pretrain_gpt.py over a grid of layouts,
 with the job validation's memory estimate beside each measured row.
 
@@ -19,10 +21,10 @@ Ansible:
           plugins/module_utils/_jobspec.py for each row, prints a table and writes a JSON data
           file for calibrating the planner.
 
-    bench/gpu/mds_grid.py list
-    bench/gpu/mds_grid.py render --dest .device/h200 [--only a,b]
-    bench/gpu/mds_grid.py run --jobs .device/h200/jobs --data .device/h200/data --out $OUT --budget-s 480
-    bench/gpu/mds_grid.py report results.json [more.json ...] --json bench/gpu/h200_grid.json
+    python3 bench/gpu/mds_grid.py list
+    python3 bench/gpu/mds_grid.py render --dest SRC [--only a,b]
+    python3 bench/gpu/mds_grid.py run --jobs SRC/jobs --data SRC/data --out $OUT --budget-s 480
+    python3 bench/gpu/mds_grid.py report results.json [more.json ...] --json bench/gpu/h200_grid.json
 
 Peak memory is Megatron's own report (megatron/utils.py report_memory: torch.cuda
 max_memory_allocated / max_memory_reserved, printed by every data-parallel rank 0 after the first
@@ -214,7 +216,7 @@ def cmd_render(args: argparse.Namespace) -> int:
         proc = subprocess.run(
             ["ansible-playbook", "-i", os.path.join(scratch, "inventory.yml"), os.path.join(scratch, "render.yml"),
              "-e", "@" + vars_file],
-            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
         workdir = variables["megatron_job_workdir"]
         if proc.returncode != 0:
             failed += 1
@@ -290,7 +292,7 @@ def parse_log(text: str) -> Dict[str, Any]:
 
 def gpu_count() -> int:
     try:
-        out = subprocess.run(["nvidia-smi", "-L"], stdout=subprocess.PIPE, universal_newlines=True).stdout
+        out = subprocess.run(["nvidia-smi", "-L"], stdout=subprocess.PIPE, universal_newlines=True, check=False).stdout
     except OSError:
         return 0
     return sum(1 for line in out.splitlines() if line.startswith("GPU "))
@@ -298,7 +300,7 @@ def gpu_count() -> int:
 
 def smi_used() -> Dict[int, int]:
     out = subprocess.run(["nvidia-smi", "--query-gpu=index,memory.used", "--format=csv,noheader,nounits"],
-                         stdout=subprocess.PIPE, universal_newlines=True).stdout
+                         stdout=subprocess.PIPE, universal_newlines=True, check=False).stdout
     used = {}
     for line in out.splitlines():
         parts = [p.strip() for p in line.split(",")]
@@ -520,9 +522,9 @@ def summarize(row: Dict[str, Any], jobspec, deepspeed_version: str) -> Dict[str,
     except Exception as exc:  # noqa: BLE001 - a changed estimate API must not lose the measurements
         out["estimate_error"] = "%s: %s" % (type(exc).__name__, exc)
     else:
-        out["estimate"] = {k: est[k] for k in ("total", "model_states", "activations", "buffers", "reserved",
-                                                "formula", "params_per_gpu", "total_with_spec_vocab",
-                                                "vocab_used", "vocab_in_spec")}
+        keys = ("total", "model_states", "activations", "buffers", "reserved", "formula", "params_per_gpu",
+                "total_with_spec_vocab", "vocab_used", "vocab_in_spec")
+        out["estimate"] = {k: est[k] for k in keys}
         out["estimate_gib"] = est["total"] / 1024.0 ** 3
         if out.get("max_reserved_gib"):
             out["estimate_error_vs_reserved"] = round(out["estimate_gib"] / out["max_reserved_gib"] - 1.0, 4)
