@@ -164,10 +164,13 @@ DEFAULTS: Dict[str, Any] = {field.name: field.default for field in FIELDS}
 TEMPLATED_DEFAULTS: Tuple[str, ...] = tuple(
     f.name for f in FIELDS if isinstance(f.default, str) and "{" in f.default
 )
-# Defaults the role takes from a variable outside it: (that variable, its fallback).
-INHERITED: Dict[str, Tuple[str, Any]] = {
-    "stack_profile": ("megatron_stack_profile", _stack_profiles.DEFAULT_PROFILE),
-    "nccl_env": ("nccl_env", {}),
+# Defaults the role takes from a variable outside it: the YAML expression defaults/main.yml
+# writes (the schema default above is what it gives when that variable is not set). The
+# fallback profile itself is named only in _stack_profiles.DEFAULT_PROFILE: the lookup returns
+# it for an empty name.
+INHERITED: Dict[str, str] = {
+    "stack_profile": "{{ lookup('megatron_ds.cluster.stack_profile', megatron_stack_profile | default('')).name }}",
+    "nccl_env": "{{ nccl_env | default({}) }}",
 }
 INT_KEYS: FrozenSet[str] = frozenset(f.name for f in FIELDS if f.kind == "int")
 FLOAT_KEYS: FrozenSet[str] = frozenset(f.name for f in FIELDS if f.kind == "float")

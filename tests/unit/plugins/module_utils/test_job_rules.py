@@ -57,34 +57,6 @@ def statuses(findings: List[Dict[str, str]]) -> Dict[str, int]:
 
 
 # ---------------------------------------------------------------------------------------
-# DEFAULTS mirrors roles/megatron_job/defaults/main.yml
-# ---------------------------------------------------------------------------------------
-
-# Defaults the YAML computes from variables outside the spec, and their value here.
-_EXTERNAL_DEFAULTS = {
-    "{{ megatron_stack_profile | default('cu117') }}": "cu117",
-    "{{ nccl_env | default({}) }}": {},
-}
-
-
-def test_defaults_mirror_the_role_defaults():
-    with open(os.path.join(ROOT, "roles", "megatron_job", "defaults", "main.yml")) as handle:
-        role = yaml.safe_load(handle)
-    role = {key[len(_job_schema.PREFIX):]: value for key, value in role.items()}
-    assert sorted(role) == sorted(_job_schema.DEFAULTS), "update _jobspec.DEFAULTS (and its types) to the role defaults"
-    for key, value in role.items():
-        if isinstance(value, str) and "{{" in value:
-            if value in _EXTERNAL_DEFAULTS:
-                assert _job_schema.DEFAULTS[key] == _EXTERNAL_DEFAULTS[value], key
-                continue
-            assert re.sub(r"\{\{ megatron_job_(\w+) \}\}", r"{\1}", value) == _job_schema.DEFAULTS[key], key
-            assert key in _job_schema.TEMPLATED_DEFAULTS, key
-        else:
-            assert _job_schema.DEFAULTS[key] == value, key
-            assert type(_job_schema.DEFAULTS[key]) is type(value), key
-
-
-# ---------------------------------------------------------------------------------------
 # normalize
 # ---------------------------------------------------------------------------------------
 
