@@ -327,13 +327,7 @@ def _parse_launcher(words: List[str], launcher: Dict[str, Any], findings: List[D
                 ))
                 break
             if arg.type == "int":
-                try:
-                    launcher[dest] = int(value)
-                except ValueError:
-                    findings.append(finding(
-                        "launcher option %s" % flag, "fail", "launcher", "%s %s" % (flag, value),
-                        "an integer", "set the variable it comes from in the script",
-                    ))
+                _set_int(launcher, dest, flag, value, value, findings)
             else:
                 launcher[dest] = value
     elif kind in ("torchrun", "torch.distributed.run", "torch.distributed.launch"):
@@ -352,15 +346,22 @@ def _parse_launcher(words: List[str], launcher: Dict[str, Any], findings: List[D
                 i += 1
                 continue
             if dest in ("num_nodes", "num_gpus", "master_port", "node_rank"):
-                try:
-                    launcher[dest] = int(value.split(":")[-1])
-                except ValueError:
-                    findings.append(finding(
-                        "launcher option %s" % flag, "fail", "launcher", "%s %s" % (flag, value),
-                        "an integer", "set the variable it comes from in the script",
-                    ))
+                # --nnodes MIN:MAX: the maximum is the node count the job asks for.
+                _set_int(launcher, dest, flag, value, value.split(":")[-1], findings)
             else:
                 launcher[dest] = value
+
+
+def _set_int(launcher: Dict[str, Any], dest: str, flag: str, value: str, number: str,
+             findings: List[Dict[str, str]]) -> None:
+    """launcher[dest] = int(number), else a finding naming the option and its value."""
+    try:
+        launcher[dest] = int(number)
+    except ValueError:
+        findings.append(finding(
+            "launcher option %s" % flag, "fail", "launcher", "%s %s" % (flag, value),
+            "an integer", "set the variable it comes from in the script",
+        ))
 
 
 def _read_megatron_args(args: List[str], era: str, result: Dict[str, Any]) -> None:

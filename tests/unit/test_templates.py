@@ -129,7 +129,7 @@ def test_rendered_files_pass_job_validation(name, overrides, profile):
     findings = _job_rules.validate(script["spec"], ds_config=ds_config, cluster={"hosts": hosts},
                                  deepspeed_version=pinned, script=script)
     assert _job_findings.failed(findings) == []
-    # One node launches locally, without hostfile or launcher (see _jobfiles.launch_args).
+    # One node launches locally, without hostfile or launcher (see _job_args.launch_args).
     single = len(hosts) == 1
     assert script["launcher"]["launcher"] == (None if single else job["launcher"])
     assert (script["launcher"]["hostfile"] is None) is single
