@@ -206,5 +206,3 @@ def load_ds_config(text: str) -> Tuple[Dict[str, Any], List[str]]:
     if not isinstance(config, dict):
         raise DsConfigError("ds_config must be a JSON object, found %s" % type(config).__name__)
     return config, duplicates
-
-

@@ -36,7 +36,6 @@ GIB = 1024 ** 3
 MEMORY_WARN_FRACTION = 0.90
 
 
-
 def version_lt(version: Optional[str], bound: str) -> bool:
     """``version`` < ``bound``; False when the version is unknown or unreadable."""
     if not version:
@@ -184,11 +183,9 @@ def estimate_memory(
     }
 
 
-
-
 def check_memory(spec: Mapping[str, Any], derived: Mapping[str, Any], zero: Mapping[str, Any],
-                  deepspeed_version: Optional[str], checkpointing: Optional[str], gpu_mib: Optional[int],
-                  add: Callable[[Dict[str, str]], None]) -> None:
+                 deepspeed_version: Optional[str], checkpointing: Optional[str], gpu_mib: Optional[int],
+                 add: Callable[[Dict[str, str]], None]) -> None:
     estimate = estimate_memory(spec, derived, zero, deepspeed_version, checkpointing)
     total_gib = estimate["total"] / float(GIB)
     found = "~%.1f GiB per GPU: model states %.1f (%s, P_gpu %.2fB of %.2fB), activations %.1f (micro %d x %d in flight%s), buffers %.1f, reserved %.1f" % (

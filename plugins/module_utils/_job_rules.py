@@ -180,7 +180,7 @@ def validate(
         ))
     world = nodes * job_gpus
     add(finding("world size", "pass", "cluster", "%d nodes x %d GPUs = %d" % (nodes, job_gpus, world),
-                 "nodes x GPUs per node"))
+                "nodes x GPUs per node"))
     if hosts:
         _check_hosts(hosts, nodes, job_gpus, add)
 
@@ -235,7 +235,7 @@ def validate(
         if micro and global_batch and dp and global_batch % (micro * dp) == 0:
             mem_derived["gradient_accumulation_steps"] = global_batch // (micro * dp)
         check_memory(spec, mem_derived, zero, deepspeed_version, checkpointing,
-                      int_or_none(cluster.get("gpu_memory_mib")), add)
+                     int_or_none(cluster.get("gpu_memory_mib")), add)
     return findings
 
 
@@ -331,11 +331,11 @@ def _check_arguments(spec: Mapping[str, Any], script: Optional[Mapping[str, Any]
             if note.replacement and note.status == "obsolete" and values:
                 fix += " (%s %s)" % (note.replacement, values[0])
             add(finding("%s accepted by pretrain_gpt.py" % flag, "fail", "arguments", shown,
-                         note.replacement or "no such flag", fix))
+                        note.replacement or "no such flag", fix))
             continue
         if note.status == "deprecated":
             add(finding("%s (deprecated upstream)" % flag, "pass", "arguments", shown,
-                         note.replacement or "-", note.message))
+                        note.replacement or "-", note.message))
         if not script and flag in SPEC_FLAG_KEYS:
             key = SPEC_FLAG_KEYS[flag]
             add(finding(
@@ -349,7 +349,7 @@ def _check_arguments(spec: Mapping[str, Any], script: Optional[Mapping[str, Any]
             coerce(flag, list(values), era)
         except ArgValueError as exc:
             add(finding("%s value" % flag, "fail", "arguments", shown, expected_value(args_for(era)[flag]),
-                         "argparse stops with: %s" % exc))
+                        "argparse stops with: %s" % exc))
     for flag, reason in dropped:
         key = SPEC_FLAG_KEYS.get(flag, flag)
         if flag in DROPPED_IS_ERROR:
@@ -383,7 +383,7 @@ def _check_arguments(spec: Mapping[str, Any], script: Optional[Mapping[str, Any]
     lr, min_lr = spec.get("lr"), spec.get("min_lr")
     if isinstance(lr, (int, float)) and isinstance(min_lr, (int, float)) and min_lr > lr:
         add(finding("--min-lr <= --lr", "fail", "arguments", "min_lr %r > lr %r" % (min_lr, lr),
-                     "min_lr <= lr", "Megatron asserts args.min_lr <= args.lr; lower --min-lr"))
+                    "min_lr <= lr", "Megatron asserts args.min_lr <= args.lr; lower --min-lr"))
     tokenizer = spec.get("tokenizer_type") or "GPT2BPETokenizer"
     if tokenizer == "GPT2BPETokenizer" and (not spec.get("vocab_file") or not spec.get("merge_file")):
         add(finding(
@@ -394,7 +394,7 @@ def _check_arguments(spec: Mapping[str, Any], script: Optional[Mapping[str, Any]
         ))
     if tokenizer == "NullTokenizer" and spec.get("vocab_size") is None:
         add(finding("NullTokenizer vocab size", "fail", "data", "no --vocab-size", "--vocab-size N",
-                     "NullTokenizer asserts args.vocab_size is not None"))
+                    "NullTokenizer asserts args.vocab_size is not None"))
 
 
 def _check_parallelism(spec: Mapping[str, Any], derived: Mapping[str, Any], nodes: int, gpus: int,
@@ -416,8 +416,8 @@ def _check_parallelism(spec: Mapping[str, Any], derived: Mapping[str, Any], node
         ))
     else:
         add(finding("data parallel size", "pass", "parallelism",
-                     "DP = %d / (TP %d x PP %d) = %d" % (world, tp, pp, derived["data_parallel_size"]),
-                     "world / (TP x PP)"))
+                    "DP = %d / (TP %d x PP %d) = %d" % (world, tp, pp, derived["data_parallel_size"]),
+                    "world / (TP x PP)"))
     if tp > gpus:
         add(finding(
             "TP <= GPUs per node", "fail", "parallelism", "TP %d, %d GPUs per node" % (tp, gpus),
@@ -432,7 +432,7 @@ def _check_parallelism(spec: Mapping[str, Any], derived: Mapping[str, Any], node
         ))
     else:
         add(finding("TP inside a node", "pass", "parallelism", "TP %d, %d GPUs per node" % (tp, gpus),
-                     "TP <= GPUs per node"))
+                    "TP <= GPUs per node"))
     if spec.get("no_pipeline_parallel") and pp > 1:
         add(finding(
             "--no-pipeline-parallel needs PP 1", "fail", "parallelism",
@@ -574,7 +574,7 @@ def _check_batch(spec: Mapping[str, Any], ds: Optional[Dict[str, Any]], micro: O
     train, ds_micro, acc, how = _ds_batch(ds, dp, findings)
     if train is None and ds_micro is None:
         add(finding("ds_config batch sizes", "fail", "ds_config", "neither given", "train_batch_size and "
-                     "train_micro_batch_size_per_gpu", "DeepSpeed asserts: " + DS_BATCH_MISSING_MSG))
+                    "train_micro_batch_size_per_gpu", "DeepSpeed asserts: " + DS_BATCH_MISSING_MSG))
         return
     via = " (DeepSpeed derives %s)" % how if how else ""
     if train is not None and ds_micro is not None and acc is not None:

@@ -107,8 +107,8 @@ def enabled(section: Any) -> Optional[bool]:
 
 
 def check_zero(spec: Mapping[str, Any], ds: Optional[Dict[str, Any]], flags: Mapping[str, Any], explicit: Iterable[str],
-                from_script: bool, pp: int, deepspeed_version: Optional[str], era: str,
-                add: Callable[[Dict[str, str]], None], findings: List[Dict[str, str]]) -> Dict[str, Any]:
+               from_script: bool, pp: int, deepspeed_version: Optional[str], era: str,
+               add: Callable[[Dict[str, str]], None], findings: List[Dict[str, str]]) -> Dict[str, Any]:
     arg_stage = int_or_none(spec.get("zero_stage"))
     zero_section: Mapping[str, Any] = {}
     if ds is not None:
@@ -117,7 +117,7 @@ def check_zero(spec: Mapping[str, Any], ds: Optional[Dict[str, Any]], flags: Map
         stage = int_or_none(zero_section.get("stage", 0))
         if stage not in ZERO_STAGES:
             add(finding("ds_config ZeRO stage", "fail", "zero", zero_section.get("stage"), "0, 1, 2 or 3",
-                         "set zero_optimization.stage to 0-3"))
+                        "set zero_optimization.stage to 0-3"))
             stage = 0
         offload_opt = offload_device(zero_section.get("offload_optimizer")) != "none" or bool(zero_section.get("cpu_offload"))
         offload_param = offload_device(zero_section.get("offload_param")) != "none" or bool(zero_section.get("cpu_offload_param"))
@@ -152,8 +152,8 @@ def check_zero(spec: Mapping[str, Any], ds: Optional[Dict[str, Any]], flags: Map
         ))
     else:
         add(finding("ZeRO stage vs pipeline engine", "pass", "zero",
-                     "ZeRO-%d, %s" % (stage, "pipeline engine" if ds_pipeline else "--no-pipeline-parallel"),
-                     "ZeRO-2/3 only with --no-pipeline-parallel"))
+                    "ZeRO-%d, %s" % (stage, "pipeline engine" if ds_pipeline else "--no-pipeline-parallel"),
+                    "ZeRO-2/3 only with --no-pipeline-parallel"))
     if ds is not None:
         if from_script and "zero_stage" not in explicit:
             found = "--zero-stage not given (Megatron default 1)"
@@ -212,7 +212,7 @@ def check_zero(spec: Mapping[str, Any], ds: Optional[Dict[str, Any]], flags: Map
 
 
 def check_precision(spec: Mapping[str, Any], ds: Optional[Dict[str, Any]], extra: List[str], from_script: bool,
-                     add: Callable[[Dict[str, str]], None]) -> None:
+                    add: Callable[[Dict[str, str]], None]) -> None:
     precision = spec.get("precision") or "fp32"
     arg_flags = set()
     if precision in ("bf16", "fp16"):
@@ -252,8 +252,8 @@ def check_precision(spec: Mapping[str, Any], ds: Optional[Dict[str, Any]], extra
 
 
 def check_checkpoints(spec: Mapping[str, Any], flags: Mapping[str, Any], resume: Optional[Mapping[str, Any]],
-                       tp: int, pp: int, deepspeed_version: Optional[str], era: str,
-                       add: Callable[[Dict[str, str]], None]) -> None:
+                      tp: int, pp: int, deepspeed_version: Optional[str], era: str,
+                      add: Callable[[Dict[str, str]], None]) -> None:
     if spec.get("checkpoint_dir"):
         interval = int_or_none(spec.get("save_interval"))
         ok = interval is not None and interval > 0
@@ -277,7 +277,7 @@ def check_checkpoints(spec: Mapping[str, Any], flags: Mapping[str, Any], resume:
         ))
     if (ck_tp, ck_pp) == (tp, pp):
         add(finding("checkpoint TP/PP == job TP/PP", "pass", "resume", "TP %s PP %s" % (ck_tp, ck_pp),
-                     "TP %d PP %d" % (tp, pp)))
+                    "TP %d PP %d" % (tp, pp)))
         return
     has_universal = deepspeed_version is not None and not version_lt(deepspeed_version, UNIVERSAL_CHECKPOINT_MIN_DEEPSPEED)
     if has_universal and era == HEAD:
@@ -301,7 +301,7 @@ def check_checkpoints(spec: Mapping[str, Any], flags: Mapping[str, Any], resume:
 
 
 def check_activation_checkpointing(spec: Mapping[str, Any], ds: Optional[Dict[str, Any]], flags: Mapping[str, Any],
-                                    derived: Mapping[str, Any], add: Callable[[Dict[str, str]], None]) -> Optional[str]:
+                                   derived: Mapping[str, Any], add: Callable[[Dict[str, str]], None]) -> Optional[str]:
     granularity_values = flags.get("--recompute-granularity") or []
     granularity = granularity_values[-1][0] if granularity_values and granularity_values[-1] else None
     method_values = flags.get("--recompute-method") or []
@@ -375,7 +375,7 @@ def check_activation_checkpointing(spec: Mapping[str, Any], ds: Optional[Dict[st
 
 
 def check_flash_attn(spec: Mapping[str, Any], flags: Mapping[str, Any], from_script: bool,
-                      add: Callable[[Dict[str, str]], None]) -> None:
+                     add: Callable[[Dict[str, str]], None]) -> None:
     """Flash attention where the stack profile requires it (cu130: the unfused path fails,
     FACTS.md G), the flag the installed provider serves, and half precision (Megatron's
     FlashSelfAttention asserts q, k, v are fp16 or bf16)."""
@@ -433,7 +433,7 @@ BIAS_GELU_SLOW_REASON = (
 
 
 def check_bias_gelu_fusion(spec: Mapping[str, Any], flags: Mapping[str, Any], from_script: bool,
-                            add: Callable[[Dict[str, str]], None]) -> None:
+                           add: Callable[[Dict[str, str]], None]) -> None:
     """A warning where the job keeps Megatron's TorchScript bias-GeLU on a profile whose torch
     cannot fuse it (cu130): it runs, only slower."""
     profile_name = spec.get("stack_profile")
@@ -453,4 +453,4 @@ def check_bias_gelu_fusion(spec: Mapping[str, Any], flags: Mapping[str, Any], fr
                   if from_script else
                   ("%sbias_gelu_fusion: true" % PREFIX, "set %sbias_gelu_fusion: auto (or false)" % PREFIX))
     add(finding(check, "warn", "performance", found, "--no-bias-gelu-fusion",
-                 "%s; %s" % (BIAS_GELU_SLOW_REASON, fix)))
+                "%s; %s" % (BIAS_GELU_SLOW_REASON, fix)))

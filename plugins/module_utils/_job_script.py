@@ -127,7 +127,7 @@ def parse_train_script(text: str, env: Optional[Mapping[str, str]] = None, era: 
         if words[0].text == "eval" and words[0].assign is None:
             # eval re-reads its expanded arguments as shell text (run_cmd="deepspeed ... &> log").
             pending[:0] = split_statements(" ".join(shlex.quote(w.text) if not is_shell_syntax(w.text) else w.text
-                                                     for w in words[1:]))
+                                                    for w in words[1:]))
             continue
         head_index = 0
         prefix_env: Dict[str, str] = {}

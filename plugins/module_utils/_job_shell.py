@@ -160,7 +160,7 @@ def _arith(expr: str, variables: Mapping[str, str]) -> Optional[str]:
 
 
 def lex_words(statement: str, variables: Mapping[str, str],
-               tainted: Optional[Mapping[str, List[str]]] = None) -> List[Word]:
+              tainted: Optional[Mapping[str, List[str]]] = None) -> List[Word]:
     """Split a statement into words the way bash would after parameter expansion: quotes
     removed, $VAR / ${VAR} / ${VAR:-default} / $((arithmetic)) expanded, unquoted expansions
     word-split, redirections dropped. Unknown variables stay as written ('$FOO') and are

@@ -127,7 +127,7 @@ def test_rendered_files_pass_job_validation(name, overrides, profile):
     hosts = _job_files.parse_hostfile(render("hostfile.j2", job, profile))
     pinned = _stack_profiles.get(profile)["deepspeed"]["pip"].split("==")[-1]
     findings = _job_rules.validate(script["spec"], ds_config=ds_config, cluster={"hosts": hosts},
-                                 deepspeed_version=pinned, script=script)
+                                   deepspeed_version=pinned, script=script)
     assert _job_findings.failed(findings) == []
     # One node launches locally, without hostfile or launcher (see _job_args.launch_args).
     single = len(hosts) == 1

@@ -80,7 +80,6 @@ def test_derive_refuses(overrides, message):
         _job_spec.summary(spec(**overrides))
 
 
-
 # -------------------------------------------------------------------------------- ds_config
 @pytest.mark.parametrize("name, overrides, profile", JOBS, ids=JOB_IDS)
 def test_ds_config_matches_train_args(name, overrides, profile):

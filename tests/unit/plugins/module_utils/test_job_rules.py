@@ -11,7 +11,6 @@ import re
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
-import yaml
 
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_files, _job_findings, _job_memory, _job_rules
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_args, _job_schema, _job_script, _job_spec, _mds_args
@@ -728,7 +727,7 @@ def test_both_precision_flags_in_a_script():
 
 def test_script_without_micro_batch():
     parsed = _job_script.parse_train_script(_BASE.format(launcher="--hostfile h", extra="--deepspeed --deepspeed_config d")
-                                  .replace("--micro-batch-size 1 ", ""))
+                                            .replace("--micro-batch-size 1 ", ""))
     findings = _job_rules.validate(parsed["spec"], None, CLUSTER, None, HEAD_DS, script=parsed)
     finding = the(findings, "--micro-batch-size given")
     assert finding["status"] == "fail" and "micro_batch_size is not None" in finding["fix"]
