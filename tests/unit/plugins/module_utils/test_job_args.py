@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_args, _job_files, _job_schema, _job_spec
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_args, _job_files, _job_rules, _job_schema, _job_spec
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _mds_args
 from ansible_collections.megatron_ds.cluster.tests.unit.job_defaults import DS_MISSING, spec
 
@@ -552,3 +552,43 @@ def test_deepspeed_and_our_parser_refuse_alike(verdict, index, text):
     assert not verdict["hostfiles"][len(HOSTS) + index]["ok"]
     with pytest.raises(_job_schema.JobError):
         _job_files.parse_hostfile(text)
+
+
+# ------------------------------------------------------------- divergences of the two old pipelines
+@pytest.mark.parametrize("profile", ["cu117", "cu121", "cu130", "cpu"])
+def test_validation_judges_the_rendered_arguments_on_the_role_defaults(profile):
+    """Issue 14: on the role defaults with profile cu130, train.sh passed --data-impl,
+    --deepspeed, --deepspeed_config, --no-bias-gelu-fusion, --no-masked-softmax-fusion and
+    --use-flash-attn-v2, which the validated list lacked, and validation judged an
+    --ffn-hidden-size that train.sh did not pass. Now both are one list."""
+    job = _job_spec.normalize(dict(spec(), stack_profile=profile))
+    judged, dropped = _job_rules.judged_arguments(job)
+    assert judged == _job_args.train_args(job)
+    assert "--ffn-hidden-size" not in judged
+    for flag in ["--data-impl", "--deepspeed", "--deepspeed_config"] + (
+            ["--no-bias-gelu-fusion", "--no-masked-softmax-fusion", "--use-flash-attn-v2"] if profile == "cu130" else []):
+        assert flag in judged, flag
+
+
+@pytest.mark.parametrize("overrides, present, absent", [
+    # --vocab-file / --merge-file / --tokenizer-model only for the tokenizers that read them.
+    (dict(tokenizer_type="HFTokenizer", tokenizer_model="gpt2"), ["--tokenizer-model"], ["--vocab-file", "--merge-file"]),
+    (dict(tokenizer_type="BertWordPieceCase"), ["--vocab-file"], ["--merge-file", "--tokenizer-model"]),
+    # null tensorboard_dir turns TensorBoard off (validation used to put the default path back).
+    (dict(tensorboard_dir=None), [], ["--tensorboard-dir"]),
+])
+def test_judged_and_rendered_arguments_agree(overrides, present, absent):
+    job = _job_spec.normalize(dict(spec(**overrides), stack_profile="cu130"))
+    judged = _job_rules.judged_arguments(job)[0]
+    assert judged == _job_args.train_args(job)
+    for flag in present:
+        assert flag in judged
+    for flag in absent:
+        assert flag not in judged
+
+
+def test_env_null_leaves_the_variable_out_everywhere():
+    """A null in megatron_job_env: validation kept it as "" while .deepspeed_env left it out."""
+    job = _job_spec.normalize(dict(spec(env={"KEEP": "1", "DROP": None}), stack_profile="cpu"))
+    assert job["env"] == {"KEEP": "1", "DROP": None}
+    assert [line for line in _job_files.deepspeed_env_lines(job) if line.startswith(("KEEP", "DROP"))] == ["KEEP=1"]
