@@ -18,7 +18,7 @@ Ansible:
           the launcher's `--num_gpus 1` becomes `--include localhost:k` (DeepSpeed's launcher
           otherwise pins every local job to GPU 0); nothing else in train.sh changes.
   report  (anywhere): reads results.json files, computes the memory estimate of
-          plugins/module_utils/_jobspec.py for each row, prints a table and writes a JSON data
+          plugins/module_utils/_job_memory.py for each row, prints a table and writes a JSON data
           file for calibrating the planner.
 
     python3 bench/gpu/mds_grid.py list
@@ -124,12 +124,6 @@ def role_vars(c: Dict[str, Any], root: str, port: int) -> Dict[str, Any]:
             extra += ["--num-key-value-heads", str(c["kv_heads"])]
     elif c["model"] == "gpt-nodropout":
         extra = list(GPT_NO_DROPOUT_ARGS)
-    if c["recompute"]:
-        # megatron_job_activation_checkpointing alone renders --checkpoint-activations, which on
-        # Megatron-DeepSpeed HEAD with --no-pipeline-parallel raises "Invalid activation recompute
-        # method." (transformer.py _checkpointed_forward: it needs --deepspeed-activation-checkpointing
-        # or --recompute-method). Seen on the H200 host, 2026-12-01; the rows add the flag.
-        extra.append("--deepspeed-activation-checkpointing")
     v = {
         "megatron_stack_profile": "cu130",
         "megatron_job_user": "root",
@@ -445,8 +439,10 @@ def load_jobspec():
     """The collection's own module (through .collections/, which links back to the repo), so
     that the figures are those of the code in this checkout, not of a copy."""
     sys.path.insert(0, os.path.join(REPO, ".collections"))
-    from ansible_collections.megatron_ds.cluster.plugins.module_utils import _jobspec
-    return _jobspec
+    from types import SimpleNamespace
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_memory, _job_spec
+    return SimpleNamespace(normalize=_job_spec.normalize, derive=_job_spec.derive,
+                           estimate_memory=_job_memory.estimate_memory)
 
 
 def estimate(jobspec, row: Dict[str, Any], deepspeed_version: str) -> Dict[str, Any]:

@@ -200,7 +200,11 @@ def arguments(spec: Mapping[str, Any], profile: ProfileArg = None,
             continue  # that Megatron-DeepSpeed has no such fusion, so nothing to turn off
         if _wanted(job, key, kind):
             add(flag, *([_num(job[key])] if kind == "value" else []))
-        if key == "activation_checkpointing" and any(job[k] for k in DS_CHECKPOINTING_KEYS):
+        # Always with --checkpoint-activations: without it, or a --recompute-method, Megatron-
+        # DeepSpeed HEAD's ParallelTransformer._checkpointed_forward takes Megatron's own path with
+        # recompute_method None and stops at the first forward ("Invalid activation recompute
+        # method.", megatron/model/transformer.py); measured on H200, docs/benchmarks.md.
+        if key == "activation_checkpointing" and job[key]:
             add("--deepspeed-activation-checkpointing")
     present = set(group[0] for group in groups)
     for flag in prof.get("megatron_flags") or []:

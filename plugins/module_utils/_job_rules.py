@@ -222,7 +222,7 @@ def validate(
     check_checkpoints(spec, flags, resume_checkpoint, tp, pp, deepspeed_version, era, add)
 
     # ---------------------------------------------------------------- activation checkpointing
-    checkpointing = check_activation_checkpointing(spec, ds, flags, derived, add)
+    checkpointing = check_activation_checkpointing(spec, ds, flags, derived, add, era)
 
     # ---------------------------------------------------------------- attention
     check_flash_attn(spec, flags, from_script, add)

@@ -301,7 +301,8 @@ def check_checkpoints(spec: Mapping[str, Any], flags: Mapping[str, Any], resume:
 
 
 def check_activation_checkpointing(spec: Mapping[str, Any], ds: Optional[Dict[str, Any]], flags: Mapping[str, Any],
-                                   derived: Mapping[str, Any], add: Callable[[Dict[str, str]], None]) -> Optional[str]:
+                                   derived: Mapping[str, Any], add: Callable[[Dict[str, str]], None],
+                                   era: str = HEAD) -> Optional[str]:
     granularity_values = flags.get("--recompute-granularity") or []
     granularity = granularity_values[-1][0] if granularity_values and granularity_values[-1] else None
     method_values = flags.get("--recompute-method") or []
@@ -357,6 +358,20 @@ def check_activation_checkpointing(spec: Mapping[str, Any], ds: Optional[Dict[st
                 "Megatron-DeepSpeed calls deepspeed.checkpointing.configure() with its own flag values, which "
                 "overwrite the JSON; pass the flags in brackets (with --deepspeed-activation-checkpointing)",
             ))
+    # HEAD's ParallelTransformer (the model without the DeepSpeed pipeline engine) checkpoints
+    # through DeepSpeed only with --deepspeed-activation-checkpointing; otherwise it takes
+    # Megatron's path, which needs --recompute-method and raises at the first forward without it
+    # (megatron/model/transformer.py _checkpointed_forward).
+    if (era == HEAD and checkpoint and not derived.get("ds_pipeline_engine")
+            and "--deepspeed-activation-checkpointing" not in flags and method is None):
+        add(finding(
+            "activation recompute method", "fail", "activation checkpointing",
+            "--checkpoint-activations without --deepspeed-activation-checkpointing or --recompute-method",
+            "--checkpoint-activations --deepspeed-activation-checkpointing, or --recompute-method uniform|block",
+            "Megatron-DeepSpeed HEAD then stops at the first forward with 'Invalid activation recompute "
+            "method.'; add --deepspeed-activation-checkpointing (what megatron_job_activation_checkpointing: "
+            "true renders) or --recompute-granularity full --recompute-method uniform",
+        ))
     if derived.get("ds_pipeline_engine") and not checkpoint and granularity is not None and not (
         granularity == "full" and method == "uniform"
     ):

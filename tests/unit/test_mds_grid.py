@@ -96,9 +96,10 @@ def test_batches_pair_single_gpu_jobs_only(gpus, ngpu, expected):
     (grid.cfg("x", 2, 16, pp=2), {"megatron_job_global_batch_size": 16 * grid.GRAD_ACC,
                                   "megatron_job_no_pipeline_parallel": False, "megatron_job_pipeline_parallel": 2}),
     (grid.cfg("x", 2, 16, tp=2), {"megatron_job_global_batch_size": 16 * grid.GRAD_ACC, "megatron_job_tensor_parallel": 2}),
-    # --checkpoint-activations alone fails on Megatron-DeepSpeed HEAD: the rows add the DeepSpeed path.
+    # The job files themselves add --deepspeed-activation-checkpointing (the device rows passed it
+    # as an extra argument before that fix): no extra argument is needed.
     (grid.cfg("x", 1, 16, recompute=True), {"megatron_job_activation_checkpointing": True,
-                                            "megatron_job_extra_args": ["--deepspeed-activation-checkpointing"]}),
+                                            "megatron_job_extra_args": []}),
     (grid.cfg("x", 1, 4, flash=False), {"megatron_job_use_flash_attn": False, "megatron_job_megatron_dir": "/r/mds-noflash"}),
     (grid.cfg("x", 1, 16, model="llama", kv_heads=4),
      {"megatron_job_extra_args": grid.LLAMA_ARGS + ["--num-key-value-heads", "4"]}),

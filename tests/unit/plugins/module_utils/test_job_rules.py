@@ -227,7 +227,7 @@ def test_spec_to_args_emits_only_flags_of_the_era(era, over):
     ({"zero_offload_optimizer": "cpu"}, ["--cpu-optimizer"], []),
     ({"partition_activations": True, "activation_checkpointing": True},
      ["--checkpoint-activations", "--partition-activations", "--deepspeed-activation-checkpointing"], []),
-    ({"activation_checkpointing": True}, ["--checkpoint-activations"], ["--deepspeed-activation-checkpointing"]),
+    ({"activation_checkpointing": True}, ["--checkpoint-activations", "--deepspeed-activation-checkpointing"], []),
     ({"tokenizer_type": "NullTokenizer", "vocab_size": 1000}, ["--vocab-size"], []),
     ({"vocab_size": 1000}, [], ["--vocab-size"]),
     ({"masked_softmax_fusion": False}, ["--no-masked-softmax-fusion"], []),
@@ -711,6 +711,33 @@ def test_script_launcher_rules(launcher, extra, check, status, words):
     finding = the(script_findings(launcher, extra), check)
     assert finding["status"] == status
     assert words in finding["found"] + finding["expected"] + finding["fix"]
+
+
+@pytest.mark.parametrize("extra,status", [
+    # Seen on H200 with Megatron-DeepSpeed HEAD: "Invalid activation recompute method." at the first forward.
+    ("--checkpoint-activations", "fail"),
+    ("--checkpoint-activations --deepspeed-activation-checkpointing", None),
+    ("--checkpoint-activations --recompute-granularity full --recompute-method uniform", None),
+    ("--recompute-activations", None),
+    ("", None),
+])
+def test_script_checkpoint_activations_needs_a_recompute_path(extra, status):
+    findings = script_findings(extra="--deepspeed --deepspeed_config d " + extra)
+    matches = [f for f in findings if f["check"] == "activation recompute method"]
+    if status is None:
+        assert not matches, matches
+    else:
+        assert [f["status"] for f in matches] == [status]
+        assert "Invalid activation recompute method." in matches[0]["fix"]
+
+
+def test_checkpoint_activations_under_the_pipeline_engine_is_not_judged_by_this_rule():
+    # GPTModelPipe checkpoints through DeepSpeed's PipelineModule, not ParallelTransformer.
+    parsed = _job_script.parse_train_script(
+        _BASE.format(launcher="--hostfile h", extra="--deepspeed --deepspeed_config d --checkpoint-activations")
+        .replace("--no-pipeline-parallel ", ""))
+    findings = _job_rules.validate(parsed["spec"], None, CLUSTER, None, HEAD_DS, script=parsed)
+    assert not [f for f in findings if f["check"] == "activation recompute method"]
 
 
 def test_torchrun_is_flagged():
