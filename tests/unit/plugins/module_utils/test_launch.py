@@ -15,6 +15,7 @@ from typing import Any, Dict, List
 import pytest
 
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _launch as la
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _megatron_log
 
 MEGATRON_LINE = (
     " iteration       10/      15 | consumed samples:          120 | consumed tokens:        15360 |"
@@ -60,19 +61,22 @@ def test_rank_pattern_refuses_an_empty_name():
 
 
 # --------------------------------------------------------------------------- logs
-def test_megatron_iteration_line_is_parsed():
-    entry = la.parse_megatron_iteration("node3: " + MEGATRON_LINE)
+def test_megatron_iteration_line_is_read_by_the_shared_parser():
+    """parse_log's entries are _megatron_log's records: the keys the exporter uses too."""
+    summary = la.parse_log(["node3: " + MEGATRON_LINE])
+    entry = summary["last"]
+    assert summary["kind"] == "megatron" and entry == _megatron_log.parse_iteration(MEGATRON_LINE)
     assert entry["iteration"] == 10 and entry["train_iters"] == 15
     assert entry["lm_loss"] == pytest.approx(7.8)
     assert entry["tokens_per_gpu_per_second"] == pytest.approx(36326.869)
     assert entry["tflops"] == pytest.approx(310.83)
-    assert entry["elapsed_ms"] == pytest.approx(1527.3)
+    assert entry["iteration_time_ms"] == pytest.approx(1527.3)
     assert entry["global_batch_size"] == 12
 
 
 @pytest.mark.parametrize("line", ["", "iteration 10 of 15", " validation loss at iteration 10 | lm loss value: 7.1 |"])
 def test_other_lines_are_not_iterations(line):
-    assert la.parse_megatron_iteration(line) is None
+    assert la.parse_log([line])["iterations_logged"] == 0
 
 
 def _result(host: str, rank: int, **extra: Any) -> Dict[str, Any]:
