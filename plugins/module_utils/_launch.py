@@ -47,7 +47,7 @@ _BURNIN_RESUMED = re.compile(r"BURNIN resumed from (\S+) at step (\d+)")
 _ERROR = re.compile(r"Traceback \(most recent call last\)|\b\w*(Error|Exception)\b: |exits with return code|"
                     r"ssh exited with exit code|Killed|Segmentation fault")
 
-# DeepSpeed checkpoint files inside global_stepN (FACTS.md B)
+# DeepSpeed checkpoint files inside global_stepN (docs/upstream-facts.md §B)
 _LAYER_FILE = re.compile(r"^layer_(\d+)-model_(\d+)-model_states\.pt$")
 _MP_FILE = re.compile(r"^mp_rank_(\d+)_model_states\.pt$")
 _ZERO_FILE = re.compile(r"^(?:bf16_)?zero_pp_rank_(\d+)_mp_rank_(\d+)_(optim|model)_states\.pt$")

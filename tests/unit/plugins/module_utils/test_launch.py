@@ -153,7 +153,7 @@ def test_tail_text_reads_from_the_offset_and_caps_the_size(tmp_path):
     # the burn-in / --no-pipeline-parallel, ZeRO-1, DP 2
     (["mp_rank_00_model_states.pt", "zero_pp_rank_0_mp_rank_00_optim_states.pt", "zero_pp_rank_1_mp_rank_00_optim_states.pt"],
      {"tp": 1, "pp": 1, "dp": 2, "no_pipeline_parallel": True, "layout": "deepspeed"}),
-    # bf16 ZeRO-2, TP 2 (FACTS B: bf16_ prefix)
+    # bf16 ZeRO-2, TP 2 (docs/upstream-facts.md §B: bf16_ prefix)
     (["mp_rank_00_model_states.pt", "mp_rank_01_model_states.pt", "bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt",
       "bf16_zero_pp_rank_0_mp_rank_01_optim_states.pt"],
      {"tp": 2, "pp": 1, "dp": 1, "no_pipeline_parallel": True}),
