@@ -5,7 +5,7 @@
 
 Roles read it through the ``megatron_ds.cluster.stack_profile`` lookup, preflight and job
 validation import it directly. Change a version here and every installer and every check
-follows. Every number carries its source (see docs/stack-profiles.md and shared FACTS.md).
+follows. Every number carries its source (see docs/stack-profiles.md and docs/upstream-facts.md).
 
 Version fields are *specs* understood by ``_versions.satisfies``: ``2.28`` means any 2.28.x,
 ``>=0.16.1,<=0.19.6`` a range. ``install`` fields are the exact artifact a role installs.

@@ -75,10 +75,10 @@ def test_min_driver_for_cuda(cuda, expected):
 @pytest.mark.parametrize(
     "name, expected",
     [
-        # before_rebase has no --use-flash-attn* flags (FACTS.md A).
+        # before_rebase has no --use-flash-attn* flags (docs/upstream-facts.md §A).
         ("cu117", {"supported": False, "required": False, "provider": None}),
         ("cu121", {"supported": True, "required": False, "provider": None}),
-        # torch 2.11's unfused attention fails (FACTS.md G): flash attention is required.
+        # torch 2.11's unfused attention fails (docs/upstream-facts.md §G): flash attention is required.
         ("cu130", {"supported": True, "required": True, "provider": "sdpa"}),
         ("cpu", {"supported": True, "required": False, "provider": None}),
         (None, {"supported": False, "required": False, "provider": None}),  # the default, cu117
