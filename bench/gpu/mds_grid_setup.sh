@@ -3,7 +3,7 @@
 # packages the image lacks, the three apex extensions, the flash-attention SDPA adapter, and two
 # Megatron-DeepSpeed trees under ROOT (mds: as given; mds-noflash: the same with the three `.view`
 # calls of CoreAttention.forward made `.reshape`, without which the unfused attention path fails
-# on torch 2.11, FACTS G). Everything comes from SRC, nothing from a network:
+# on torch 2.11, docs/upstream-facts.md §G). Everything comes from SRC, nothing from a network:
 #   SRC/whl/*.whl         DeepSpeed 0.19.6 (pure Python, DS_BUILD_OPS=0) and the deps the image lacks
 #   SRC/mds/              a Megatron-DeepSpeed tree (megatron/, pretrain_gpt.py, tools/)
 #   SRC/apex/             NVIDIA apex source (apex/ and csrc/), built by apex_min_build.py ...

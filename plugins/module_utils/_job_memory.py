@@ -58,7 +58,7 @@ def estimate_memory(
     ``zero``: {stage, offload_optimizer (bool), offload_param (bool), reduce_bucket_size,
     allgather_bucket_size}. ``checkpointing``: None, 'full' or 'selective'.
 
-    Model states follow DeepSpeed's estimators (FACTS.md D6) applied to the parameters one GPU
+    Model states follow DeepSpeed's estimators (docs/upstream-facts.md §D6) applied to the parameters one GPU
     holds after tensor and pipeline sharding (P_gpu: the first stage's layers / TP, plus the
     word embeddings / TP and the position embeddings), with ZeRO sharding over the data
     parallel group N = DP. Mixed precision:

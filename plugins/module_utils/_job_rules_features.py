@@ -20,12 +20,12 @@ from ansible_collections.megatron_ds.cluster.plugins.module_utils._job_spec impo
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._mds_args import BEFORE_REBASE, HEAD
 
 # Every flag that turns on Megatron-DeepSpeed's flash attention (args.use_flash_attn is their
-# OR, FACTS.md A). The SDPA adapter serves only the v2 import (flash_attn_varlen_func).
+# OR, docs/upstream-facts.md §A). The SDPA adapter serves only the v2 import (flash_attn_varlen_func).
 FLASH_ATTN_FLAGS = ("--use-flash-attn-v2", "--use-flash-attn", "--use-flash-attn-v1",
                     "--use-flash-attn-triton", "--use-flash-attn-builder")
-# Why a profile requires flash attention: its torch breaks the unfused path (FACTS.md G).
+# Why a profile requires flash attention: its torch breaks the unfused path (docs/upstream-facts.md §G).
 FLASH_ATTN_REQUIRED_REASON = (
-    "Megatron-DeepSpeed's unfused attention fails on this profile's torch (FACTS.md G: "
+    "Megatron-DeepSpeed's unfused attention fails on this profile's torch (docs/upstream-facts.md §G: "
     "CoreAttention.forward raises 'view size is not compatible with input tensor's size and "
     "stride', .view on non-contiguous query/key/value)"
 )
@@ -392,7 +392,7 @@ def check_activation_checkpointing(spec: Mapping[str, Any], ds: Optional[Dict[st
 def check_flash_attn(spec: Mapping[str, Any], flags: Mapping[str, Any], from_script: bool,
                      add: Callable[[Dict[str, str]], None]) -> None:
     """Flash attention where the stack profile requires it (cu130: the unfused path fails,
-    FACTS.md G), the flag the installed provider serves, and half precision (Megatron's
+    docs/upstream-facts.md §G), the flag the installed provider serves, and half precision (Megatron's
     FlashSelfAttention asserts q, k, v are fp16 or bf16)."""
     profile_name = spec.get("stack_profile")
     try:

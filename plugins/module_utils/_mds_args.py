@@ -7,7 +7,7 @@ Why data: the validator, the train.sh template tests and the parser of existing 
 files must agree on which flags exist, what they take and which are traps. A table read by
 all of them stays in one place and is diffed when Megatron-DeepSpeed moves.
 
-Where it comes from (see shared FACTS.md A): every ``add_argument`` call reached from
+Where it comes from (see docs/upstream-facts.md §A): every ``add_argument`` call reached from
 ``parse_args`` in ``megatron/arguments.py`` of deepspeedai/Megatron-DeepSpeed, read with
 Python's ``ast`` (nothing imported), at
 
@@ -46,7 +46,7 @@ BEFORE_REBASE = "before_rebase"
 ERAS = (HEAD, BEFORE_REBASE)
 
 # Megatron-DeepSpeed HEAD imports deepspeed.sequence.fpdt_layer (DeepSpeed >= 0.16.1);
-# anything older runs the before_rebase era code (FACTS.md E, "version coupling").
+# anything older runs the before_rebase era code (docs/upstream-facts.md §E, "version coupling").
 HEAD_MIN_DEEPSPEED = (0, 16, 1)
 
 

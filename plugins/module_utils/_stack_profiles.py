@@ -40,7 +40,7 @@ DS_CUDA_MINOR_MISMATCH_OK: Dict[int, List[str]] = {
     12: ["12.0", "12.1", "12.2", "12.3", "12.4", "12.5", "12.6", "12.8", "12.9"],
 }
 
-# DeepSpeed versions that Megatron-DeepSpeed HEAD imports (FACTS.md, "version coupling"):
+# DeepSpeed versions that Megatron-DeepSpeed HEAD imports (docs/upstream-facts.md §E, "version coupling"):
 # deepspeed.sequence.fpdt_layer appears in 0.16.1, deepspeed.compression.compress is gone
 # in 0.19.7.
 MDS_HEAD_DEEPSPEED = ">=0.16.1,<=0.19.6"
@@ -101,7 +101,7 @@ PROFILES: Dict[str, Dict[str, Any]] = {
             "nccl": None,
         },
         "deepspeed": {"version": "0.9.2", "pip": "deepspeed==0.9.2"},
-        # DeepSpeed 0.9.2 needs pydantic 1.x and fails to import with NumPy 2 (FACTS.md H).
+        # DeepSpeed 0.9.2 needs pydantic 1.x and fails to import with NumPy 2 (docs/upstream-facts.md §H).
         "pip_extra": ["pydantic<2", "numpy<2"],
         # era: the flag table (_mds_args) and requirement set (python_env) of the checkout.
         "megatron_deepspeed": {"ref": "before_rebase", "era": "before_rebase", "needs_apex": True},
@@ -110,7 +110,7 @@ PROFILES: Dict[str, Dict[str, Any]] = {
         # DeepSpeed 0.9.2 fails to import with NumPy 2.
         "numpy": "1.24.4",
         "megatron_flags": [],
-        # before_rebase has no --use-flash-attn* flags at all (FACTS.md A).
+        # before_rebase has no --use-flash-attn* flags at all (docs/upstream-facts.md §A).
         "flash_attn": None,
     },
     "cu121": {
@@ -189,7 +189,7 @@ PROFILES: Dict[str, Dict[str, Any]] = {
         "numpy": "2.2.6",
         # The Megatron JIT softmax kernels always target sm_70, which nvcc 13 cannot build.
         "megatron_flags": ["--no-masked-softmax-fusion"],
-        # The unfused attention path fails on torch 2.11 (FACTS.md G: CoreAttention.forward
+        # The unfused attention path fails on torch 2.11 (docs/upstream-facts.md §G: CoreAttention.forward
         # calls .view on non-contiguous query/key/value), so --use-flash-attn-v2 is required.
         # flash-attn is a source build that outlasts provisioning; "sdpa" installs the
         # collection's adapter serving flash_attn_varlen_func from torch's fused SDPA kernels.
@@ -220,7 +220,7 @@ PROFILES: Dict[str, Dict[str, Any]] = {
             "cudnn": None,
             "nccl": None,
         },
-        # DeepSpeed >= 0.14.1 falls back to gloo when oneCCL is missing (FACTS.md D5).
+        # DeepSpeed >= 0.14.1 falls back to gloo when oneCCL is missing (docs/upstream-facts.md §D5).
         "deepspeed": {"version": MDS_HEAD_DEEPSPEED, "pip": "deepspeed==0.19.6"},
         "pip_extra": [],
         "megatron_deepspeed": {"ref": "main", "era": "head", "needs_apex": False},
@@ -228,7 +228,7 @@ PROFILES: Dict[str, Dict[str, Any]] = {
         "numpy": "2.2.6",
         "megatron_flags": [],
         # Megatron's FlashSelfAttention asserts its tensors are on the accelerator and fp16/bf16:
-        # nothing to install on CPU, and the unfused path runs there (FACTS.md, CPU experiment).
+        # nothing to install on CPU, and the unfused path runs there (docs/upstream-facts.md §D5).
         "flash_attn": {"required": False, "provider": None},
     },
 }

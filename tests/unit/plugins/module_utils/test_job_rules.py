@@ -933,7 +933,7 @@ def test_failed():
 
 
 # ---------------------------------------------------------------------------------------
-# Flash attention: auto per stack profile, required on cu130 (FACTS.md G)
+# Flash attention: auto per stack profile, required on cu130 (docs/upstream-facts.md §G)
 # ---------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(
