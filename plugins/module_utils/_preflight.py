@@ -85,35 +85,11 @@ def _show(value: Any) -> str:
     return MISSING if text is None else text
 
 
-def _code_to_version(text: Optional[str], kind: str) -> Optional[str]:
-    """torch reports cuDNN as 8500 / 91900 and NCCL as 21403 / 22809; make them dotted.
-
-    cuDNN < 9: major*1000 + minor*100 + patch; cuDNN >= 9: major*10000 + minor*100 + patch
-    (cudnn_version.h). NCCL follows the same switch at 2.9 (nccl.h NCCL_VERSION).
-    """
-    if text is None or not text.isdigit():
-        return text
-    code = int(text)
-    if kind == "cudnn":
-        if code >= 10000:
-            return "%d.%d.%d" % (code // 10000, (code % 10000) // 100, code % 100)
-        if code >= 1000:
-            return "%d.%d.%d" % (code // 1000, (code % 1000) // 100, code % 100)
-        return text
-    if code >= 20900:
-        return "%d.%d.%d" % (code // 10000, (code % 10000) // 100, code % 100)
-    if code >= 1000:
-        return "%d.%d.%d" % (code // 1000, (code % 1000) // 100, code % 100)
-    return text
-
-
 def _version(facts: Mapping[str, Any], *path: str) -> Optional[str]:
-    text = _text(_get(facts, *path))
-    if path in (("torch", "cudnn"), ("cudnn", "version")):
-        return _code_to_version(text, "cudnn")
-    if path in (("torch", "nccl"), ("nccl", "version")):
-        return _code_to_version(text, "nccl")
-    return text
+    """A version fact as text. Library versions arrive dotted: gpu_stack_facts decodes torch's
+    cuDNN and NCCL codes on the node (_gpu_facts.cudnn_version_from_int, nccl_version_from_torch),
+    once, so the gate never decodes them again."""
+    return _text(_get(facts, *path))
 
 
 def _satisfies(version: Optional[str], spec: Optional[str]) -> Optional[bool]:

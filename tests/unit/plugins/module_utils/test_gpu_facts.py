@@ -270,6 +270,8 @@ def test_nccl_header(rel, expected):
     (8500, "8.5.0"),      # torch 1.13.1+cu117 (FACTS.md H)
     (91900, "9.19.0"),    # torch 2.11.0+cu130 on the H200 host
     (8907, "8.9.7"),
+    (90000, "9.0.0"),     # the first cuDNN 9 code: MAJOR*10000 from here on (cudnn_version.h)
+    (89999, "89.9.99"),   # no cuDNN 8 code reaches this; it would read as MAJOR*1000
     (None, None),
     (0, None),
     (True, None),
@@ -284,7 +286,10 @@ def test_torch_cudnn_int_to_version(value, expected):
     ((2, 14, 3, ""), "2.14.3"),
     (2708, "2.7.8"),          # old torch: NCCL_VERSION code up to 2.8
     (21403, "2.14.3"),
+    (20900, "2.9.0"),     # NCCL 2.9 switched to X*10000 + Y*100 + Z (nccl.h NCCL_VERSION)
+    (2804, "2.8.4"),      # the last of the X*1000 codes
     ([2, 28], None),
+    (True, None),
     (None, None),
 ])
 def test_torch_nccl_to_version(value, expected):

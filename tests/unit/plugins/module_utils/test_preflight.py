@@ -12,6 +12,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 import pytest
 
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _gpu_facts
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _preflight as pf
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _stack_profiles
 
@@ -509,29 +510,33 @@ def test_fabric_manager_skipped_without_nvswitch():
 
 
 @pytest.mark.parametrize(
-    "raw, kind, dotted",
+    "cudnn_code, nccl_raw, cudnn, nccl",
     [
-        ("8500", "cudnn", "8.5.0"),
-        ("91900", "cudnn", "9.19.0"),
-        ("22809", "nccl", "2.28.9"),
-        ("2804", "nccl", "2.8.4"),
-        ("2.16.5", "nccl", "2.16.5"),
-        (None, "nccl", None),
+        (91900, [2, 28, 9], "9.19.0", "2.28.9"),  # the H200 host: torch 2.11 returns a tuple (a list in JSON)
+        (90000, 22809, "9.0.0", "2.28.9"),  # cuDNN 9 and NCCL >= 2.9 codes: X*10000 + Y*100 + Z
+        (8907, 2804, "8.9.7", "2.8.4"),  # cuDNN 8 and NCCL <= 2.8 codes: X*1000 + Y*100 + Z
     ],
 )
-def test_library_codes_become_versions(raw, kind, dotted):
-    assert pf._code_to_version(raw, kind) == dotted
-
-
-def test_torch_nccl_as_a_tuple_is_read():
+def test_library_codes_are_decoded_once_on_the_node(cudnn_code, nccl_raw, cudnn, nccl):
+    """The import probe's raw codes are decoded by gpu_stack_facts on the node
+    (_gpu_facts.parse_probe_output); the gate reads the dotted value it gets, unchanged."""
+    probe = {"python": {"version": "3.12.3"},
+             "torch": {"version": "2.11.0+cu130", "cuda": "13.0", "cudnn": cudnn_code, "nccl": nccl_raw},
+             "deepspeed": {"version": "0.18.2"}, "apex": {}}
+    decoded = _gpu_facts.parse_probe_output(json.dumps(probe))["torch"]
+    assert (decoded["cudnn"], decoded["nccl"]) == (cudnn, nccl)
     cluster = make_cluster("cu130")
     for facts in cluster.values():
-        facts["torch"]["nccl"] = [2, 28, 9]
-        facts["torch"]["cudnn"] = 91900
+        facts["torch"].update(cudnn=decoded["cudnn"], nccl=decoded["nccl"])
     rows = run(cluster, "cu130")
-    assert row_for(rows, "nccl.torch", "node1").found == "2.28.9"
-    assert row_for(rows, "cudnn.torch", "node1").found == "9.19.0"
-    assert by_status(rows, pf.FAIL) == []
+    assert row_for(rows, "nccl.torch", "node1").found == nccl
+    assert row_for(rows, "same.torch_cudnn", "node1").found == cudnn
+
+
+def test_the_gate_has_no_decoder_of_its_own():
+    """Decoding lives in _gpu_facts only (issue 14): _preflight has no second copy with other thresholds."""
+    assert not hasattr(pf, "_code_to_version")
+    assert pf._version({"torch": {"cudnn": "9.19.0"}}, "torch", "cudnn") == "9.19.0"
 
 
 def test_torch_label_on_cpu_profile_is_only_a_warning():
@@ -684,8 +689,9 @@ def h200_facts(deepspeed: str) -> Dict[str, Any]:
         "cudnn": {"version": _header_version("system-usr-include-cudnn_version.h", "CUDNN", "PATCHLEVEL"), "source": "header"},
         "nccl": {"version": _header_version("system-usr-include-nccl.h", "NCCL", "PATCH"), "source": "header",
                  "library": "/lib/x86_64-linux-gnu/libnccl.so.2"},
-        "torch": {"version": torch_info["torch"], "cuda": torch_info["torch_cuda"], "cudnn": str(torch_info["cudnn"]),
-                  "nccl": ".".join(str(p) for p in torch_info["nccl"]), "error": None},
+        "torch": {"version": torch_info["torch"], "cuda": torch_info["torch_cuda"], # torch's codes as gpu_stack_facts decodes them on the node (never in the gate).
+                  "cudnn": _gpu_facts.cudnn_version_from_int(torch_info["cudnn"]),
+                  "nccl": _gpu_facts.nccl_version_from_torch(torch_info["nccl"]), "error": None},
         "deepspeed": {"version": deepspeed, "error": None},
         "venv": venv,
         "megatron_deepspeed": {"path": "/opt/megatron/Megatron-DeepSpeed", "commit": "4efb479d", "present": True},
