@@ -4,7 +4,7 @@
 """The preflight gate: every node's gpu_stack_facts against the stack profile and each other.
 
 Pure functions, no Ansible imports: ``run_checks`` turns the facts of every node into rows
-(one per check and node), ``format_table`` prints them, ``summary_line`` says the verdict.
+(one per check and node), ``summary_line`` says the verdict; ``_report`` prints them.
 The action plugin ``megatron_ds.cluster.preflight`` is a thin adapter around them.
 
 Three kinds of check, in this order:
@@ -23,6 +23,7 @@ from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from . import _report
 from ._stack_profiles import DS_CUDA_MINOR_MISMATCH_OK, min_driver_for_cuda
 from ._versions import compare, local_label, major, major_minor, parse, satisfies
 
@@ -989,10 +990,7 @@ def run_checks(facts_by_node: Mapping[str, Any], profile: Mapping[str, Any], opt
 
 
 def counts(rows: Iterable[Row]) -> Dict[str, int]:
-    result = dict((status, 0) for status in STATUSES)
-    for row in rows:
-        result[row.status] = result.get(row.status, 0) + 1
-    return result
+    return _report.counts({"status": row.status} for row in rows)
 
 
 def summary_line(rows: Sequence[Row], profile_name: str) -> str:
@@ -1006,58 +1004,3 @@ def summary_line(rows: Sequence[Row], profile_name: str) -> str:
     if bad:
         line += "; failing: %s" % ", ".join(bad)
     return line
-
-
-def _collapse(values: Iterable[str], limit: int = 3) -> str:
-    unique: List[str] = []
-    for value in values:
-        if value not in unique:
-            unique.append(value)
-    if len(unique) > limit:
-        return ", ".join(unique[:limit]) + ", ... (%d values)" % len(unique)
-    return ", ".join(unique)
-
-
-def _who(nodes: List[str], every: List[str]) -> str:
-    if len(nodes) == len(every) and len(every) > 0:
-        return ALL_NODES
-    if len(nodes) <= 3:
-        return ",".join(nodes)
-    return "%d other nodes" % len(nodes)
-
-
-def format_table(rows: Sequence[Row]) -> str:
-    """A fixed-width text table: fail and warn rows one per node, pass and skip rows one per check."""
-    columns = ("STATUS", "CHECK", "NODE", "COMPONENT", "FOUND", "EXPECTED", "FIX")
-    order: "OrderedDict[str, List[Row]]" = OrderedDict()
-    for row in rows:
-        order.setdefault(row.check, []).append(row)
-    lines: List[Tuple[str, ...]] = []
-    for check, group in order.items():
-        every = [row.node for row in group]
-        for status in (FAIL, WARN):
-            for row in group:
-                if row.status == status:
-                    lines.append((status.upper(), check, row.node, row.component, row.found, row.expected, row.fix))
-        for status in (PASS, SKIP):
-            same = [row for row in group if row.status == status]
-            if not same:
-                continue
-            node = same[0].node if len(same) == 1 and same[0].node == ALL_NODES else _who([r.node for r in same], every)
-            lines.append((
-                status, check, node, same[0].component,
-                _collapse(r.found for r in same), _collapse(r.expected for r in same),
-                _collapse((r.fix for r in same), limit=1) if status == SKIP else "",
-            ))
-    widths = [len(name) for name in columns]
-    for line in lines:
-        for index, cell in enumerate(line[:-1]):
-            widths[index] = max(widths[index], len(cell))
-
-    def render(cells: Sequence[str]) -> str:
-        head = "  ".join(cell.ljust(widths[index]) for index, cell in enumerate(cells[:-1]))
-        return (head + "  " + cells[-1]).rstrip()
-
-    out = [render(columns), render(["-" * width for width in widths[:-1]] + ["-" * len(columns[-1])])]
-    out.extend(render(line) for line in lines)
-    return "\n".join(out)

@@ -263,7 +263,7 @@ def test_drift_fails_naming_the_node_and_the_component(cluster: Cluster, clean_p
         else:
             gate = cluster.gate(drift.id, gather=node, baseline=clean_gate["path"], extra_inventories=extra)
             verdict = gate["results"][drift.profile]
-            assert verdict["failures"] and verdict["msg"].startswith("preflight FAILED"), verdict["msg"]
+            assert verdict["failures"] and "preflight FAILED" in verdict["msg"], verdict["msg"]
             new = new_failures(gate["rows"][drift.profile], clean_gate["rows"][drift.profile])
             output = verdict["msg"]
             if drift.profile != "cpu":
@@ -276,10 +276,12 @@ def test_drift_fails_naming_the_node_and_the_component(cluster: Cluster, clean_p
     assert {row.node for row in new} == {node}, "failures on nodes that did not change:\n" + shown
     assert drift.component in {row.component for row in new}, shown
     assert set(drift.checks) <= {row.check for row in new}, shown
-    # The table a person reads names them too, one FAIL line per check with node and component.
+    # The output a person reads names them too, one FAIL line per check with node and component.
+    shown_lines = [line.strip() for line in output.splitlines()]
     for row in new:
         if row.check in drift.checks:
             assert row.fix and node in row.fix, row
+            assert any(line.startswith("FAIL %s %s (%s)" % (node, row.component, row.check)) for line in shown_lines), output
     # A CUDA component does not matter to the cpu profile: the same facts pass there.
     assert not other_plane, "the cpu profile failed on a CUDA-only drift:\n" + "\n".join(map(str, other_plane))
 

@@ -14,6 +14,7 @@ import pytest
 
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _gpu_facts
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _preflight as pf
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _report
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _stack_profiles
 
 NODES = ("node1", "node2", "node3")
@@ -757,33 +758,28 @@ def test_h200_with_one_gpu_in_the_hostfile_fails_slots():
 # ---------------------------------------------------------------------------------------
 
 
-def test_table_collapses_passes_and_lists_failures_per_node():
+def test_terminal_form_fits_160_columns_and_lists_failures_per_node():
+    """The default output (module_utils/_report.py): one wrapped line per failing row, nothing
+    for the passes, within 160 columns, though the cu117 EXPECTED and FIX cells are long."""
     cluster = make_cluster()
     cluster["node3"]["torch"]["version"] = "1.13.0+cu117"
     rows = run(cluster)
-    table = pf.format_table(rows)
-    lines = table.splitlines()
-    header = lines[0]
-    assert header.split() == ["STATUS", "CHECK", "NODE", "COMPONENT", "FOUND", "EXPECTED", "FIX"]
-    # Every line's columns start where the header's do (fixed width).
-    starts = [header.index(name) for name in ("CHECK", "NODE", "COMPONENT", "FOUND")]
-    for line in lines[2:]:
-        for start in starts:
-            assert line[start - 2:start] == "  ", line
-    fail_lines = [line for line in lines if line.startswith("FAIL")]
-    assert len(fail_lines) == 2  # torch.version and same.torch, both on node3
-    assert all(" node3 " in line and "1.13.0+cu117" in line and "python_env" in line for line in fail_lines)
-    # One pass line per check; 'all' where every node passed.
-    driver_lines = [line for line in lines if line.split()[1] == "driver.version"]
-    assert len(driver_lines) == 1 and driver_lines[0].split()[:3] == ["pass", "driver.version", "all"]
-    torch_pass = [line for line in lines if line.startswith("pass") and line.split()[1] == "torch.version"]
-    assert len(torch_pass) == 1 and torch_pass[0].split()[2] == "node1,node2"
-    assert len([line for line in lines if line.split()[1] == "same.torch"]) == 2
+    text = _report.render([row.as_dict() for row in rows], pf.summary_line(rows, "cu117"), verbosity=0, width=160)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 160
+    starts = [line for line in lines if not line.startswith(" ")]
+    assert [line.split(":")[0] for line in starts[:-1]] == ["FAIL node3 torch (torch.version)", "FAIL node3 torch (same.torch)"]
+    assert starts[-1].startswith("preflight FAILED for profile cu117 on 3 node(s)")
+    assert "python_env" in text and "1.13.0+cu117" in text
+    # With -v every check has a pass line; 'all' where every node passed.
+    verbose = _report.render([row.as_dict() for row in rows], "x", verbosity=1, width=160).splitlines()
+    assert "pass all driver (driver.version): 515.65.01" in verbose
+    assert any(line.startswith("pass node1,node2 torch (torch.version): ") for line in verbose)
 
 
-def test_table_of_a_clean_cluster_has_no_node_names():
-    table = pf.format_table(run(make_cluster()))
-    assert "node1" not in table and "FAIL" not in table
+def test_terminal_form_of_a_clean_cluster_is_the_summary_alone():
+    rows = run(make_cluster())
+    assert _report.render([row.as_dict() for row in rows], pf.summary_line(rows, "cu117")) == pf.summary_line(rows, "cu117")
 
 
 def test_summary_line():
