@@ -649,6 +649,7 @@ def test_peermem(tmp_path, modules, loaded):
 
 
 # --------------------------------------------------------------------------- Megatron commit
+NO_FILES = {"source": None, "checked": 0, "bad_count": 0, "bad": [], "error": None}
 SHA_A = "4efb479d" * 5
 SHA_B = "9446eaac" * 5
 
@@ -672,7 +673,12 @@ def test_commit_from_git_files(tmp_path, files, expected):
     for rel, text in files.items():
         put(tmp_path, rel if rel.startswith("/") else "/opt/mds/" + rel, text)
     facts = gf.collect_megatron(host_for(tmp_path), "/opt/mds")
+    files = facts.pop("files")
     assert facts == {"path": "/opt/mds", "commit": expected, "present": True}
+    # These trees have a git directory but no index: nothing to compare, and it says so.
+    assert files == (dict(NO_FILES) if not files["source"] else dict(
+        NO_FILES, source=files["source"], error="no git index at %s" % files["source"]))
+    assert files["source"] in (None, "/opt/mds/.git/index", "/srv/main/.git/worktrees/mds/index")
 
 
 @pytest.mark.parametrize("make, present", [(False, False), (True, False)])
@@ -680,7 +686,7 @@ def test_megatron_absent_or_not_a_checkout(tmp_path, make, present):
     if make:
         put(tmp_path, "/opt/mds/README.md")
     facts = gf.collect_megatron(host_for(tmp_path), "/opt/mds")
-    assert facts == {"path": "/opt/mds", "commit": None, "present": present}
+    assert facts == {"path": "/opt/mds", "commit": None, "present": present, "files": NO_FILES}
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
@@ -695,7 +701,10 @@ def test_commit_from_git_rev_parse_matches_a_real_repository(tmp_path):
     head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], check=True, stdout=subprocess.PIPE,
                           universal_newlines=True).stdout.strip()
     host = gf.Host(root="/", timeout=10)
-    assert gf.collect_megatron(host, str(repo)) == {"path": str(repo), "commit": head, "present": True}
+    facts = gf.collect_megatron(host, str(repo))
+    files = facts.pop("files")
+    assert facts == {"path": str(repo), "commit": head, "present": True}
+    assert files == dict(NO_FILES, source=str(repo / ".git" / "index"), checked=1)
     # the same answer without git: packed-refs only, since pack-refs removed the loose ref
     assert gf.read_git_commit(host, str(repo)) == head
 
@@ -817,7 +826,8 @@ def test_probe_failures_are_reported_not_raised(tmp_path, answer, error_part):
     errors: List[str] = []
     stack = gf.collect_python_stack(host_for(tmp_path, Runner({("python",): answer})), "/venv", errors, "import")
     assert error_part in stack["torch"]["error"] and error_part in stack["deepspeed"]["error"]
-    assert stack["apex"] == {"present": False, "cuda_ext": False, "error": stack["torch"]["error"], "source": "import"}
+    assert stack["apex"] == {"present": False, "cuda_ext": False, "error": stack["torch"]["error"], "source": "import",
+                             "files": NO_FILES}
     assert errors and error_part in errors[0]
 
 
@@ -829,11 +839,12 @@ def test_probe_in_a_real_venv_without_torch(tmp_path):
     assert stack["python"] == {"version": "%d.%d.%d" % sys.version_info[:3], "executable": str(venv / "bin/python"),
                                "source": "import"}
     assert stack["torch"] == {"version": None, "cuda": None, "cudnn": None, "nccl": None,
-                              "error": "ModuleNotFoundError: No module named 'torch'", "source": "import"}
+                              "error": "ModuleNotFoundError: No module named 'torch'", "source": "import",
+                              "files": NO_FILES}
     assert stack["deepspeed"] == {"version": None, "error": "ModuleNotFoundError: No module named 'deepspeed'",
-                                  "source": "import"}
+                                  "source": "import", "files": NO_FILES}
     assert stack["apex"] == {"present": False, "cuda_ext": False, "error": "ModuleNotFoundError: No module named 'apex'",
-                             "source": "import"}
+                             "source": "import", "files": NO_FILES}
 
 
 def test_probe_keeps_stdout_clean_and_tells_pypi_apex_from_nvidia_apex(tmp_path):
@@ -851,7 +862,9 @@ def test_probe_keeps_stdout_clean_and_tells_pypi_apex_from_nvidia_apex(tmp_path)
     errors: List[str] = []
     stack = gf.collect_python_stack(gf.Host(root="/", timeout=60), str(venv), errors, "import")
     assert errors == []
+    files = stack["deepspeed"].pop("files")
     assert stack["deepspeed"] == {"version": "0.9.2", "error": None, "source": "import"}
+    assert files == NO_FILES  # a package without a dist-info: no RECORD to compare
     assert stack["apex"]["present"] is False
     assert "is not NVIDIA apex" in stack["apex"]["error"]
 
@@ -1018,7 +1031,9 @@ def test_editable_deepspeed_is_found_in_its_source_tree(tmp_path):
                  json.dumps({"url": "file:///src/DeepSpeed", "dir_info": {"editable": True}}),
              "__editable__.deepspeed-0.16.1.pth": "/src/DeepSpeed\n"}
     stack, _errors, _runner = files_stack(tmp_path, files)
+    record = stack["deepspeed"].pop("files")
     assert stack["deepspeed"] == {"version": "0.16.1", "error": None, "source": "files"}
+    assert record["error"].startswith("no RECORD in ")  # this test tree has no RECORD; pip always writes one
     # The same dist-info whose checkout is gone is a broken install.
     shutil.rmtree(str(tmp_path / "src"))
     stack = gf.collect_python_stack(host_for(tmp_path), "/venv", [], "files")
@@ -1125,7 +1140,7 @@ def test_empty_root_gives_empty_facts_and_no_exception(tmp_path):
     assert facts["cudnn"] == {"version": None, "source": None}
     assert facts["nccl"] == {"version": None, "source": None, "library": None}
     assert facts["torch"]["version"] is None and facts["deepspeed"]["version"] is None
-    assert facts["megatron_deepspeed"] == {"path": "/opt/mds", "commit": None, "present": False}
+    assert facts["megatron_deepspeed"] == {"path": "/opt/mds", "commit": None, "present": False, "files": NO_FILES}
     assert facts["apex"]["present"] is False
     assert facts["infiniband"] == {"hcas": [], "peermem_loaded": False}
     assert facts["nvswitch"] == {"present": False, "count": 0}
