@@ -599,6 +599,79 @@ def check_megatron(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
     )
 
 
+# ---------------------------------------------------------------------------------------
+# Damaged installs: what gpu_stack_facts found against pip's RECORD and git's index
+# ---------------------------------------------------------------------------------------
+
+
+def _files_found(files: Mapping[str, Any], against: str) -> str:
+    bad = [str(item) for item in (files.get("bad") or [])]
+    count = _int(files.get("bad_count")) or len(bad)
+    shown = "; ".join(bad)
+    if count > len(bad):
+        shown += "; ... (%d more)" % (count - len(bad))
+    return "%d of %d files differ from %s: %s" % (count, _int(files.get("checked")) or 0, against, shown)
+
+
+def _files_row(ctx: _Context, node: str, facts: Mapping[str, Any], check: str, section: str, against: str,
+               expected: str, fix: str, missing_is: str = FAIL) -> Row:
+    comp = section
+    files = _get(facts, section, "files")
+    if not isinstance(files, Mapping):
+        return _row(check, SKIP, node, comp, fix="gpu_stack_facts did not compare the files (an older collection)")
+    if (_int(files.get("bad_count")) or 0) > 0 or files.get("bad"):
+        return _row(check, missing_is, node, comp, _files_found(files, against), expected, fix)
+    error = _text(files.get("error"))
+    if error:
+        return _row(check, WARN, node, comp, error, expected, fix)
+    checked = _int(files.get("checked")) or 0
+    if checked == 0:
+        return _row(check, SKIP, node, comp, fix="nothing to compare on %s (not installed, or no %s)" % (node, against))
+    return _row(check, PASS, node, comp, "%d files as recorded" % checked, expected)
+
+
+def _reinstall_fix(ctx: _Context, node: str, facts: Mapping[str, Any], component: str, spec_key: str) -> str:
+    venv = _text(_get(facts, "venv")) or "<venv>"
+    index = ctx.spec(spec_key, "index_url") if spec_key == "torch" else None
+    return (
+        "reinstall %s on %s: %s/bin/pip install --force-reinstall --no-deps '%s'%s, then rerun "
+        "playbooks/preflight.yml (re-running playbooks/provision.yml alone keeps it: pip takes the "
+        "recorded version as installed)" % (
+            component, node, venv, ctx.spec(spec_key, "pip"), " --index-url %s" % index if index else "")
+    )
+
+
+PIP_RECORD = "pip's RECORD"
+PIP_EXPECTED = "every file pip installed, at its recorded size"
+
+
+def check_torch_files(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
+    return _files_row(ctx, node, facts, "torch.files", "torch", PIP_RECORD, PIP_EXPECTED,
+                      _reinstall_fix(ctx, node, facts, "torch", "torch"))
+
+
+def check_deepspeed_files(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
+    return _files_row(ctx, node, facts, "deepspeed.files", "deepspeed", PIP_RECORD, PIP_EXPECTED,
+                      _reinstall_fix(ctx, node, facts, "DeepSpeed", "deepspeed"))
+
+
+def check_apex_files(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
+    venv = _text(_get(facts, "venv")) or "<venv>"
+    fix = ("rebuild apex on %s: %s/bin/pip uninstall -y apex, then re-run playbooks/provision.yml (%s builds "
+           "it again)" % (node, venv, _role("python_env")))
+    # Only a profile whose Megatron-DeepSpeed imports apex fails on it; elsewhere it is a warning.
+    needed = ctx.cuda and bool(ctx.spec("megatron_deepspeed", "needs_apex"))
+    return _files_row(ctx, node, facts, "apex.files", "apex", PIP_RECORD, PIP_EXPECTED, fix, FAIL if needed else WARN)
+
+
+def check_megatron_files(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
+    path = _text(_get(facts, "megatron_deepspeed", "path")) or "<checkout>"
+    fix = ("restore the checkout on %s: git -C %s checkout -- . (or re-run playbooks/provision.yml with "
+           "python_env_megatron_force=true, which resets it to ref %s)" % (node, path, ctx.spec("megatron_deepspeed", "ref")))
+    return _files_row(ctx, node, facts, "megatron_deepspeed.files", "megatron_deepspeed", "git's index",
+                      "every tracked file as checked out", fix)
+
+
 MATRIX_CHECKS: Sequence[NodeCheck] = (
     check_gpus,
     check_driver,
@@ -613,8 +686,12 @@ MATRIX_CHECKS: Sequence[NodeCheck] = (
     check_torch_version,
     check_torch_cuda,
     check_deepspeed,
+    check_torch_files,
+    check_deepspeed_files,
     check_apex,
+    check_apex_files,
     check_megatron,
+    check_megatron_files,
 )
 
 

@@ -29,6 +29,11 @@ TORCH_NCCL = {"cu117": "2.14.3", "cu121": "2.18.1", "cu130": "2.28.9"}
 DRIVER_FM_PROFILES = ("cu117", "cu121", "cu130")
 
 
+def whole(checked: int, source: Optional[str]) -> Dict[str, Any]:
+    """gpu_stack_facts' ``files`` of an install that matches its record (pip's RECORD, git's index)."""
+    return {"source": source, "checked": checked, "bad_count": 0, "bad": [], "error": None}
+
+
 def make_node(profile_name: str, hostname: str) -> Dict[str, Any]:
     """gpu_stack_facts of a node that matches ``profile_name`` exactly (an 8 x A100 HGX node)."""
     profile = _stack_profiles.get(profile_name)
@@ -73,11 +78,15 @@ def make_node(profile_name: str, hostname: str) -> Dict[str, Any]:
             "cudnn": TORCH_CUDNN.get(profile_name),
             "nccl": TORCH_NCCL.get(profile_name),
             "error": None,
+            "files": whole(20817, venv + "/lib/python3/site-packages/torch-x.dist-info/RECORD"),
         },
-        "deepspeed": {"version": profile["deepspeed"]["pip"].partition("==")[2], "error": None},
+        "deepspeed": {"version": profile["deepspeed"]["pip"].partition("==")[2], "error": None,
+                      "files": whole(1190, venv + "/lib/python3/site-packages/deepspeed-x.dist-info/RECORD")},
         "venv": venv,
-        "megatron_deepspeed": {"path": "/opt/megatron/Megatron-DeepSpeed", "commit": "9446eaac", "present": True},
-        "apex": {"present": gpu, "cuda_ext": gpu},
+        "megatron_deepspeed": {"path": "/opt/megatron/Megatron-DeepSpeed", "commit": "9446eaac", "present": True,
+                               "files": whole(1342, "/opt/megatron/Megatron-DeepSpeed/.git/index")},
+        "apex": {"present": gpu, "cuda_ext": gpu,
+                 "files": whole(260, venv + "/lib/python3/site-packages/apex-0.1.dist-info/RECORD") if gpu else whole(0, None)},
         "infiniband": {
             "hcas": [
                 {"name": "mlx5_%d" % i, "ports": [{"port": 1, "state": "Active", "phys_state": "LinkUp",
@@ -868,3 +877,52 @@ def test_megatron_checkout_without_git_says_so():
         facts["megatron_deepspeed"]["commit"] = None
     row = row_for(run(cluster), "megatron_deepspeed.present", "node1")
     assert row.status == pf.PASS and row.found.startswith("no git commit (not a git checkout")
+
+
+# ---------------------------------------------------------------------------------------
+# Damaged installs (gpu_stack_facts' files sections)
+# ---------------------------------------------------------------------------------------
+
+DAMAGE = {"source": "x/RECORD", "checked": 20817, "bad_count": 7, "error": None,
+          "bad": ["torch/lib/libtorch_cpu.so: 1048576 bytes, RECORD says 452984832", "torch/version.py: missing",
+                  "torch/a.py: missing", "torch/b.py: missing", "torch/c.py: missing"]}
+
+
+@pytest.mark.parametrize("profile_name, section, check, status, fix_words", [
+    ("cu117", "torch", "torch.files", pf.FAIL,
+     ["pip install --force-reinstall --no-deps 'torch==1.13.1' --index-url https://download.pytorch.org/whl/cu117",
+      "playbooks/provision.yml alone keeps it"]),
+    ("cpu", "deepspeed", "deepspeed.files", pf.FAIL, ["--force-reinstall --no-deps 'deepspeed==0.19.6'"]),
+    ("cu117", "apex", "apex.files", pf.FAIL, ["pip uninstall -y apex", "playbooks/provision.yml"]),
+    ("cpu", "apex", "apex.files", pf.WARN, ["pip uninstall -y apex"]),  # on CPU Megatron-DeepSpeed does not import apex
+    ("cpu", "megatron_deepspeed", "megatron_deepspeed.files", pf.FAIL,
+     ["git -C /opt/megatron/Megatron-DeepSpeed checkout -- .", "python_env_megatron_force=true"]),
+])
+def test_damaged_install_fails_naming_node_package_files_and_fix(profile_name, section, check, status, fix_words):
+    cluster = make_cluster(profile_name)
+    cluster["node2"][section]["files"] = dict(DAMAGE)
+    rows = run(cluster, profile_name)
+    row = row_for(rows, check, "node2")
+    assert (row.status, row.component) == (status, section)
+    assert row.found.startswith("7 of 20817 files differ from ")
+    assert "torch/lib/libtorch_cpu.so: 1048576 bytes, RECORD says 452984832" in row.found and "(2 more)" in row.found
+    assert "node2" in row.fix and all(words in row.fix for words in fix_words), row.fix
+    # Only that node and that check: a damaged file changes no version.
+    assert [(r.check, r.node) for r in rows if r.status in (pf.FAIL, pf.WARN)] == [(check, "node2")]
+
+
+@pytest.mark.parametrize("files, status, found", [
+    ({"source": "x/RECORD", "checked": 1190, "bad_count": 0, "bad": [], "error": None}, pf.PASS, "1190 files as recorded"),
+    ({"source": "x/RECORD", "checked": 0, "bad_count": 0, "bad": [], "error": "no RECORD in x: installed without pip, or damaged"},
+     pf.WARN, "no RECORD in x: installed without pip, or damaged"),
+    ({"source": None, "checked": 0, "bad_count": 0, "bad": [], "error": None}, pf.SKIP, ""),
+    (None, pf.SKIP, ""),  # facts of an older gpu_stack_facts: nothing compared
+])
+def test_files_row_states(files, status, found):
+    cluster = make_cluster("cpu")
+    if files is None:
+        del cluster["node1"]["deepspeed"]["files"]
+    else:
+        cluster["node1"]["deepspeed"]["files"] = files
+    row = row_for(run(cluster, "cpu"), "deepspeed.files", "node1")
+    assert (row.status, row.found) == (status, found)
