@@ -36,6 +36,7 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = {
     "ssh_reachable": {"type": "dict"},
     "fail_on_warn": {"type": "bool", "default": False},
     "report_dir": {"type": "path"},
+    "connections": {"type": "dict"},
 }
 
 
@@ -59,6 +60,20 @@ def facts_from_hostvars(hostvars: Mapping[str, Any], hosts: Iterable[str]) -> Di
             facts = ansible_facts.get("gpu_stack_facts") if isinstance(ansible_facts, Mapping) else None
         collected[host] = facts if isinstance(facts, Mapping) else None
     return collected
+
+
+def connections_from_hostvars(hostvars: Mapping[str, Any], hosts: Iterable[str]) -> Dict[str, str]:
+    """node -> how Ansible reaches it ('ssh ops@10.0.0.5:22', 'docker container node3'), from
+    each node's ansible_connection, ansible_host, ansible_port and ansible_user."""
+    described: Dict[str, str] = {}
+    for host in hosts:
+        try:
+            variables = hostvars[host]
+            names = ("ansible_connection", "ansible_host", "ansible_port", "ansible_user")
+            described[host] = _preflight.describe_connection(host, dict((name, variables.get(name)) for name in names))
+        except Exception:  # a variable that does not template must not hide the verdict
+            described[host] = _preflight.describe_connection(host, None)
+    return described
 
 
 def _check_slots(slots: Optional[Mapping[str, Any]]) -> Optional[Dict[str, int]]:
@@ -142,6 +157,9 @@ class ActionModule(ActionBase):
             "disk_paths": args["disk_paths"],
             "max_clock_offset_ms": args["max_clock_offset_ms"],
             "ssh_reachable": dict(args["ssh_reachable"]) if args["ssh_reachable"] is not None else None,
+            # Named in the row of a node that could not be reached.
+            "connections": args["connections"] if args["connections"] is not None else connections_from_hostvars(
+                task_vars.get("hostvars") or {}, list(facts)),
         }
         rows = _preflight.run_checks(facts, profile, options)
         tally = _preflight.counts(rows)

@@ -231,13 +231,67 @@ def _missing_reason(raw: Any, listed: bool) -> str:
     if not listed:
         return "not in the play: no facts gathered"
     if isinstance(raw, Mapping):
-        if raw.get("unreachable"):
-            return "unreachable: %s" % (_text(raw.get("msg")) or "ssh failed")
         if raw.get("failed"):
             return "gpu_stack_facts failed: %s" % (_text(raw.get("msg")) or "no message")
         if raw.get("skipped"):
             return "gpu_stack_facts was skipped on this node"
     return "no gpu_stack_facts (unreachable, or the facts task did not run)"
+
+
+# What a connection plugin leaves in a task result when the node is not there. The ssh plugin
+# marks the result unreachable. The docker plugin does not: `docker exec` into a stopped
+# container fails like a module, with the daemon's words on stderr (and Ansible then says
+# "Module result deserialization failed: No start of json char found").
+_CONNECTION_ERRORS = (
+    "is not running", "No such container", "Cannot connect to the Docker daemon", "is paused", "is restarting",
+    "Connection refused", "Connection timed out", "No route to host", "Could not resolve hostname",
+    "Connection reset by peer", "Host key verification failed", "Permission denied (publickey",
+)
+
+
+def unreachable_error(raw: Any) -> Optional[str]:
+    """The connection's last error when ``raw`` (a registered task result) says the node could
+    not be reached; None when it answered (even with a failure of its own)."""
+    if not isinstance(raw, Mapping):
+        return None
+    if raw.get("unreachable"):
+        return _text(raw.get("msg")) or "no error message"
+    if not raw.get("failed"):
+        return None
+    for key in ("module_stderr", "stderr", "msg", "module_stdout"):
+        for line in str(raw.get(key) or "").splitlines():
+            if any(words in line for words in _CONNECTION_ERRORS):
+                return line.strip()
+    return None
+
+
+def describe_connection(node: str, variables: Optional[Mapping[str, Any]]) -> str:
+    """How Ansible reaches ``node``, from its variables: 'ssh ops@10.0.0.5:22', 'docker container
+    node3', 'local'."""
+    variables = variables or {}
+    plugin = _text(variables.get("ansible_connection")) or "ssh"
+    short = plugin.rsplit(".", 1)[-1]
+    host = _text(variables.get("ansible_host")) or node
+    if short in ("docker", "docker_api", "podman"):
+        return "%s container %s" % ("podman" if short == "podman" else "docker", host)
+    if short == "local":
+        return "local"
+    if short in ("ssh", "paramiko_ssh", "paramiko", "smart"):
+        user = _text(variables.get("ansible_user"))
+        return "ssh %s%s:%s" % (user + "@" if user else "", host, _text(variables.get("ansible_port")) or "22")
+    return "%s %s" % (plugin, host)
+
+
+def _unreachable_fix(node: str, connection: str) -> str:
+    if connection.startswith("docker container ") or connection.startswith("podman container "):
+        engine, _word, name = connection.split(" ", 2)
+        return "start the container (%s start %s), then rerun playbooks/preflight.yml" % (engine, name)
+    if connection.startswith("ssh "):
+        target = connection[4:]
+        host, _sep, port = target.rpartition(":")
+        return ("bring %s up and let Ansible in (ssh -p %s %s true must work: the machine is on, sshd listens, "
+                "the key is accepted), then rerun playbooks/preflight.yml" % (node, port, host))
+    return "make %s reachable over %s, then rerun playbooks/preflight.yml" % (node, connection)
 
 
 def _row(check: str, status: str, node: str, component: str, found: Any = "", expected: Any = "", fix: str = "") -> Row:
@@ -1035,6 +1089,15 @@ def run_checks(facts_by_node: Mapping[str, Any], profile: Mapping[str, Any], opt
     rows: List[Row] = []
     for node in sorted(set(ctx.nodes) | set(ctx.missing)):
         if node in ctx.missing:
+            raw = (facts_by_node or {}).get(node)
+            error = unreachable_error(raw)
+            if error is not None:
+                connection = (ctx.options.get("connections") or {}).get(node) or describe_connection(node, None)
+                rows.append(_row(
+                    "facts.gathered", FAIL, node, "connection", "unreachable over %s: %s" % (connection, error),
+                    "%s answers over %s" % (node, connection), _unreachable_fix(node, connection),
+                ))
+                continue
             rows.append(_row(
                 "facts.gathered", FAIL, node, "facts", ctx.missing[node], "gpu_stack_facts from this node",
                 "make %s reachable by Ansible and rerun playbooks/preflight.yml; see the gather task's "
@@ -1080,4 +1143,7 @@ def summary_line(rows: Sequence[Row], profile_name: str) -> str:
         verdict, profile_name, len(nodes), tally[FAIL], tally[WARN], tally[PASS], tally[SKIP])
     if bad:
         line += "; failing: %s" % ", ".join(bad)
+    lost = sorted(set(row.node for row in rows if row.check == "facts.gathered" and row.component == "connection"))
+    if lost:
+        line += "; unreachable: %s" % ", ".join(lost)
     return line

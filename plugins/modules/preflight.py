@@ -110,6 +110,17 @@ options:
         InfiniBand port down, a node missing from the hostfile).
     type: bool
     default: false
+  connections:
+    description:
+      - Node name to how Ansible reaches it, named in the row of a node that could not be reached
+        (C(ssh ops@10.0.0.5:22), C(docker container node3)).
+      - Default is built from each node's C(ansible_connection), C(ansible_host), C(ansible_port)
+        and C(ansible_user).
+      - A node whose registered facts result says it was unreachable (the ssh plugin), or whose
+        connection failed under it (C(docker exec) into a stopped container, which Ansible reports
+        as C(Module result deserialization failed)), fails C(facts.gathered) with component
+        C(connection), the connection and its last error.
+    type: dict
   report_dir:
     description:
       - Directory on the controller for the report files; created when missing. A leading C(~) is

@@ -156,7 +156,30 @@ def test_unreachable_result_becomes_a_failing_row():
     assert result["failed"] is True
     failing = [row for row in rows_of(result) if row["status"] == "fail"]
     assert [(row["check"], row["node"]) for row in failing] == [("facts.gathered", "node2")]
-    assert "Failed to connect" in failing[0]["found"]
+    assert failing[0]["found"] == "unreachable over ssh node2:22: Failed to connect to the host via ssh"
+
+
+def test_the_connection_of_an_unreachable_node_comes_from_its_hostvars():
+    facts: Dict[str, Any] = dict(make_cluster())
+    facts["node3"] = {"failed": True, "msg": "Module result deserialization failed: No start of json char found",
+                      "module_stderr": "Error response from daemon: container 9f2 is not running"}
+    hostvars = {node: {"ansible_connection": "community.docker.docker", "ansible_host": "sim-" + node} for node in NODES}
+    result = run_action(clean_args(facts=facts), task_vars={"hostvars": hostvars})
+    line = " ".join(result["msg"].split())
+    assert ("FAIL node3 connection (facts.gathered): found unreachable over docker container sim-node3: Error "
+            "response from daemon: container 9f2 is not running; expected node3 answers over docker container sim-node3; "
+            "fix: start the container (docker start sim-node3)") in line
+    assert "; unreachable: node3; report: " in line
+
+
+@pytest.mark.parametrize("hostvars, expected", [
+    ({"n1": {"ansible_host": "10.0.0.1", "ansible_user": "ops"}}, {"n1": "ssh ops@10.0.0.1:22"}),
+    ({}, {"n1": "ssh n1:22"}),  # a host without variables
+])
+def test_connections_from_hostvars(hostvars, expected):
+    from ansible_collections.megatron_ds.cluster.plugins.action.preflight import connections_from_hostvars
+
+    assert connections_from_hostvars(hostvars, ["n1"]) == expected
 
 
 def test_h200_like_single_node_on_cu130():

@@ -352,9 +352,70 @@ def test_unreachable_node_is_one_fail_row_and_is_left_out_of_the_rest():
     cluster["node2"] = {"unreachable": True, "msg": "Failed to connect to the host via ssh: timeout"}
     rows = run(cluster)
     failed = by_status(rows, pf.FAIL)
-    assert [(row.check, row.node, row.component) for row in failed] == [("facts.gathered", "node2", "facts")]
-    assert "timeout" in failed[0].found
+    assert [(row.check, row.node, row.component) for row in failed] == [("facts.gathered", "node2", "connection")]
+    assert failed[0].found == "unreachable over ssh node2:22: Failed to connect to the host via ssh: timeout"
     assert not [row for row in rows if row.node == "node2" and row.check != "facts.gathered"]
+    assert pf.summary_line(rows, "cu117").endswith("; failing: node2; unreachable: node2")
+
+
+# What Ansible registers for a node it cannot reach, per connection plugin.
+DOCKER_STOPPED = {  # community.docker.docker, container stopped: a "module failure", not unreachable
+    "failed": True, "msg": "Module result deserialization failed: No start of json char found", "rc": 1,
+    "module_stdout": "", "module_stderr": "Error response from daemon: container 6c3f0a is not running\n"}
+SSH_DOWN = {"unreachable": True, "changed": False,
+            "msg": "Failed to connect to the host via ssh: ssh: connect to host 10.0.0.13 port 22: Connection refused"}
+
+
+@pytest.mark.parametrize("raw, error", [
+    (SSH_DOWN, "Failed to connect to the host via ssh: ssh: connect to host 10.0.0.13 port 22: Connection refused"),
+    (DOCKER_STOPPED, "Error response from daemon: container 6c3f0a is not running"),
+    (dict(DOCKER_STOPPED, module_stderr="Error response from daemon: No such container: node3"),
+     "Error response from daemon: No such container: node3"),
+    ({"failed": True, "msg": "MODULE FAILURE", "module_stderr": "ssh: Could not resolve hostname gpu9: Name or service not known"},
+     "ssh: Could not resolve hostname gpu9: Name or service not known"),
+    ({"unreachable": True}, "no error message"),
+    # The node answered and the module failed: not a connection problem.
+    ({"failed": True, "msg": "gpu_stack_facts: timeout is 0; give a positive number of seconds per command"}, None),
+    ({"changed": False, "ansible_facts": {}}, None),
+    (None, None),
+])
+def test_unreachable_error(raw, error):
+    assert pf.unreachable_error(raw) == error
+
+
+@pytest.mark.parametrize("variables, described", [
+    ({"ansible_connection": "community.docker.docker", "ansible_host": None}, "docker container node3"),
+    ({"ansible_connection": "community.docker.docker", "ansible_host": "pfbench-node3"}, "docker container pfbench-node3"),
+    ({"ansible_connection": "docker"}, "docker container node3"),
+    ({}, "ssh node3:22"),
+    ({"ansible_host": "10.0.0.13", "ansible_port": 2222, "ansible_user": "ops"}, "ssh ops@10.0.0.13:2222"),
+    ({"ansible_connection": "ansible.builtin.ssh", "ansible_host": "gpu3.example"}, "ssh gpu3.example:22"),
+    ({"ansible_connection": "local"}, "local"),
+    ({"ansible_connection": "community.general.lxd", "ansible_host": "c3"}, "community.general.lxd c3"),
+    (None, "ssh node3:22"),
+])
+def test_describe_connection(variables, described):
+    assert pf.describe_connection("node3", variables) == described
+
+
+@pytest.mark.parametrize("raw, connection, found, fix", [
+    (DOCKER_STOPPED, "docker container node3",
+     "unreachable over docker container node3: Error response from daemon: container 6c3f0a is not running",
+     "start the container (docker start node3), then rerun playbooks/preflight.yml"),
+    (SSH_DOWN, "ssh ops@10.0.0.13:22",
+     "unreachable over ssh ops@10.0.0.13:22: Failed to connect to the host via ssh: ssh: connect to host 10.0.0.13 "
+     "port 22: Connection refused",
+     "ssh -p 22 ops@10.0.0.13 true must work"),
+])
+def test_stopped_node_is_called_unreachable_with_its_connection(raw, connection, found, fix):
+    cluster: Dict[str, Any] = make_cluster()
+    cluster["node3"] = raw
+    options = dict(full_options(), connections={"node3": connection})
+    row = row_for(run(cluster, options=options), "facts.gathered", "node3")
+    assert (row.status, row.component, row.found) == (pf.FAIL, "connection", found)
+    assert row.expected == "node3 answers over %s" % connection
+    assert fix in row.fix
+    assert "deserialization" not in row.found
 
 
 @pytest.mark.parametrize(
