@@ -34,6 +34,7 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = {
     "disk_paths": {"type": "list", "elements": "str"},
     "max_clock_offset_ms": {"type": "float", "default": _preflight.DEFAULT_MAX_CLOCK_OFFSET_MS},
     "ssh_reachable": {"type": "dict"},
+    "ssh_memlock": {"type": "dict"},
     "fail_on_warn": {"type": "bool", "default": False},
     "report_dir": {"type": "path"},
     "connections": {"type": "dict"},
@@ -157,6 +158,7 @@ class ActionModule(ActionBase):
             "disk_paths": args["disk_paths"],
             "max_clock_offset_ms": args["max_clock_offset_ms"],
             "ssh_reachable": dict(args["ssh_reachable"]) if args["ssh_reachable"] is not None else None,
+            "ssh_memlock": dict(args["ssh_memlock"]) if args["ssh_memlock"] is not None else None,
             # Named in the row of a node that could not be reached.
             "connections": args["connections"] if args["connections"] is not None else connections_from_hostvars(
                 task_vars.get("hostvars") or {}, list(facts)),

@@ -545,14 +545,18 @@ def collect_fabric_manager(host: Host) -> Dict[str, Any]:
         facts["installed"] = True
         rc, out, err = host.run([binary, "--version"])
         facts["version"] = parse_fabricmanager_version(out + "\n" + err)
-    dpkg = host.which("dpkg-query")
+    # dpkg-query only where dpkg lists such a package: most nodes have none, and a process per
+    # node is what the facts call must not spend for nothing.
+    listed = any(re.match(r"^nvidia-fabricmanager.*\.list$", n) for n in host.listdir("/var/lib/dpkg/info"))
+    dpkg = host.which("dpkg-query") if listed else None
     if dpkg and facts["version"] is None:
         rc, out, _err = host.run([dpkg, "-W", "-f=${Package} ${Version} ${db:Status-Abbrev}\n",
                                   "nvidia-fabricmanager*"])
         version = parse_dpkg_fabricmanager(out) if rc == 0 else None
         if version:
             facts.update(installed=True, version=version)
-    systemctl = host.which("systemctl")
+    # Whether the service runs matters only where it is installed (null elsewhere).
+    systemctl = host.which("systemctl") if facts["installed"] else None
     if systemctl:
         _rc, out, _err = host.run([systemctl, "is-active", "nvidia-fabricmanager"])
         # Only a systemd that answers gives a verdict; "offline" / "Failed to connect" stay null.

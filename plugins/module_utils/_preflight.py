@@ -944,6 +944,10 @@ def check_memlock(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
     check, comp = "memlock.unlimited", "memlock"
     current = _get(facts, "memlock", "current")
     ssh = _get(facts, "memlock", "noninteractive_ssh")
+    if _text(ssh) is None:
+        # playbooks/preflight.yml reads it in the head node's ssh sweep (the session pdsh opens).
+        swept = _text((ctx.options.get("ssh_memlock") or {}).get(node))
+        ssh = swept if swept not in (None, "-") else None
     found = "current %s" % _show(current)
     if _text(ssh) is not None:
         found += ", non-interactive ssh %s" % _show(ssh)

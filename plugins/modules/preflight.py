@@ -110,6 +110,13 @@ options:
         InfiniBand port down, a node missing from the hostfile).
     type: bool
     default: false
+  ssh_memlock:
+    description:
+      - Node name to C(ulimit -l) in a non-interactive ssh session on that node, as the head node's
+        ssh sweep read it (C(-) where ssh failed). Used where the node's facts carry no
+        C(memlock.noninteractive_ssh). C(playbooks/preflight.yml) passes it, so that the facts
+        call on each node starts no ssh of its own.
+    type: dict
   connections:
     description:
       - Node name to how Ansible reaches it, named in the row of a node that could not be reached

@@ -589,12 +589,13 @@ def test_nvswitch_detection(tmp_path, proc_devices, dev_nodes, expected):
      {("dpkg-query",): (0, "nvidia-fabricmanager-535 535.129.03-1 ii \n", ""),
       ("systemctl", "is-active"): (3, "failed\n", "")},
      {"installed": True, "version": "535.129.03", "active": False}),
-    # the recorded Debian 12 container: no package, unit unknown to systemd
+    # the recorded Debian 12 container: no package listed by dpkg, so neither dpkg-query nor
+    # systemctl runs (their answers, recorded there, are not asked for)
     (["/usr/bin/dpkg-query", "/usr/bin/systemctl"],
      {("dpkg-query",): (1, "", fixture("debian12-systemd-container/dpkg-query-nvidia-fabricmanager.stderr.txt")),
       ("systemctl", "is-active"): (3, fixture("debian12-systemd-container/systemctl-is-active-nvidia-fabricmanager.txt"),
                                    "")},
-     {"installed": False, "version": None, "active": False}),
+     {"installed": False, "version": None, "active": None}),
     # systemctl present but no systemd running (this CI machine, the H200 host's containers)
     (["/usr/bin/systemctl"],
      {("systemctl", "is-active"): (1, "", "System has not been booted with systemd as init system (PID 1). Can't operate.\n")},
@@ -604,7 +605,13 @@ def test_nvswitch_detection(tmp_path, proc_devices, dev_nodes, expected):
 def test_fabric_manager(tmp_path, tools, answers, expected):
     for path in tools:
         tool(tmp_path, path)
-    assert gf.collect_fabric_manager(host_for(tmp_path, Runner(answers))) == expected
+    for (program, *_args), (_rc, out, _err) in answers.items():
+        if program == "dpkg-query" and "nvidia-fabricmanager" in out:
+            put(tmp_path, "/var/lib/dpkg/info/%s.list" % out.split()[0])  # what dpkg keeps per installed package
+    runner = Runner(answers)
+    assert gf.collect_fabric_manager(host_for(tmp_path, runner)) == expected
+    if not expected["installed"]:
+        assert runner.calls == []  # a node without fabric manager costs no process
 
 
 # --------------------------------------------------------------------------- InfiniBand sysfs

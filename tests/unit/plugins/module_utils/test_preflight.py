@@ -987,3 +987,19 @@ def test_files_row_states(files, status, found):
         cluster["node1"]["deepspeed"]["files"] = files
     row = row_for(run(cluster, "cpu"), "deepspeed.files", "node1")
     assert (row.status, row.found) == (status, found)
+
+
+@pytest.mark.parametrize("swept, status, found", [
+    ("1024", pf.FAIL, "current unlimited, non-interactive ssh 1024"),
+    ("unlimited", pf.PASS, "current unlimited, non-interactive ssh unlimited"),
+    ("-", pf.PASS, "current unlimited"),  # ssh failed there (ssh.from_head says so): only the current limit
+])
+def test_memlock_of_the_ssh_session_from_the_head_nodes_sweep(swept, status, found):
+    """playbooks/preflight.yml reads `ulimit -l` in each node's ssh session from the head node's
+    sweep (ssh_memlock) instead of an ssh per node inside the facts call."""
+    cluster = make_cluster()
+    for facts in cluster.values():
+        facts["memlock"] = {"current": "unlimited", "noninteractive_ssh": None, "noninteractive_ssh_error": None}
+    options = dict(full_options(), ssh_memlock={"node1": "unlimited", "node2": swept, "node3": "unlimited"})
+    row = row_for(run(cluster, options=options), "memlock.unlimited", "node2")
+    assert (row.status, row.found) == (status, found)
