@@ -57,9 +57,10 @@ def _subject(row: Mapping[str, Any]) -> str:
 
 
 def _wrap(text: str, width: int) -> List[str]:
-    # Paths and versions must stay whole: break only at spaces (a word longer than the line is
-    # cut, so no line is ever wider than ``width``).
-    return textwrap.wrap(text, width=width, subsequent_indent=_HANG, break_on_hyphens=False) or [""]
+    # Paths, URLs and versions stay whole, to be copied: lines break only at spaces, and a word
+    # longer than the line (a long path) stands on a line of its own, wider than ``width``.
+    return textwrap.wrap(text, width=width, subsequent_indent=_HANG, break_on_hyphens=False,
+                         break_long_words=False) or [""]
 
 
 def finding_lines(row: Mapping[str, Any], width: int = MAX_WIDTH) -> List[str]:

@@ -49,8 +49,10 @@ REPORTS: Dict[str, str] = {}
 
 
 @pytest.fixture(autouse=True)
-def report_dir(tmp_path):
-    """Every action run writes its report files under the test's own directory."""
+def report_dir(tmp_path, monkeypatch):
+    """Every action run writes its report files under the test's own directory; the output is
+    wrapped as on a terminal of 200 columns (160 at most), whatever runs the tests."""
+    monkeypatch.setenv("COLUMNS", "200")
     REPORTS["dir"] = str(tmp_path / "reports")
     yield REPORTS["dir"]
 
@@ -144,8 +146,9 @@ def test_fail_on_warn(fail_on_warn, failed):
     assert bool(result.get("failed")) is failed
     assert result["summary"]["warn"] == 1
     if failed:
-        summary = [line for line in result["msg"].splitlines() if line.startswith("preflight ")]
-        assert len(summary) == 1 and "(fail_on_warn is true)" in summary[0]
+        text = " ".join(result["msg"].split())
+        assert text.count("preflight passed") + text.count("preflight FAILED") == 1
+        assert "(fail_on_warn is true); report: " in text
 
 
 def test_unreachable_result_becomes_a_failing_row():

@@ -32,6 +32,7 @@ def report_dir(tmp_path, monkeypatch):
     """The report files of every run go under the test's own directory, not the user's."""
     directory = str(tmp_path / "reports")
     monkeypatch.setattr(_report, "DEFAULT_DIR", directory)
+    monkeypatch.setenv("COLUMNS", "200")  # wrapped as on a wide terminal, whatever runs the tests
     return directory
 
 
