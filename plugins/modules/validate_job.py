@@ -30,7 +30,7 @@ description:
     expected and what to change), wrapped to the terminal and at most 160 columns wide, then a
     summary line with the counts that names the report file; C(-v) adds the passing checks.
     Fails when a check fails.
-  - Writes every check to two report files on the controller, under O(report_dir):
+  - Writes every check to two report files on the controller, under O(report_dir), named
     C(validate-<YYYYmmddTHHMMSSZ>.txt) (a table) and C(.json) (the findings as data).
   - See docs/job-validation.md for every rule and its source.
 options:

@@ -760,7 +760,8 @@ def h200_facts(deepspeed: str) -> Dict[str, Any]:
         "cudnn": {"version": _header_version("system-usr-include-cudnn_version.h", "CUDNN", "PATCHLEVEL"), "source": "header"},
         "nccl": {"version": _header_version("system-usr-include-nccl.h", "NCCL", "PATCH"), "source": "header",
                  "library": "/lib/x86_64-linux-gnu/libnccl.so.2"},
-        "torch": {"version": torch_info["torch"], "cuda": torch_info["torch_cuda"], # torch's codes as gpu_stack_facts decodes them on the node (never in the gate).
+        # torch's codes as gpu_stack_facts decodes them on the node (never in the gate).
+        "torch": {"version": torch_info["torch"], "cuda": torch_info["torch_cuda"],
                   "cudnn": _gpu_facts.cudnn_version_from_int(torch_info["cudnn"]),
                   "nccl": _gpu_facts.nccl_version_from_torch(torch_info["nccl"]), "error": None},
         "deepspeed": {"version": deepspeed, "error": None},
