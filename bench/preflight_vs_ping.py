@@ -29,7 +29,11 @@ everywhere.) Logs and a JSON summary go to bench/results/preflight_vs_ping-<time
 The simulated nodes share this machine's cores, so the imports in the facts step of N nodes
 compete for them; on a real cluster every node imports on its own CPUs.
 
-    bench/preflight_vs_ping.py [--nodes 1 3 6] [--repeat 3] [--stack full|bare] [--keep]
+With --baseline REF (a commit, e.g. main), the same rounds also run REF's playbooks/preflight.yml
+with REF's own plugins (unpacked with `git archive` under the results directory), so a change is
+measured before and after, side by side, on the same nodes and under the same load.
+
+    bench/preflight_vs_ping.py [--nodes 1 3 6] [--repeat 3] [--stack full|bare] [--baseline REF] [--keep]
 """
 from __future__ import annotations
 
@@ -56,7 +60,7 @@ GROUP_VARS = {
     "megatron_job_megatron_dir": "/opt/megatron/Megatron-DeepSpeed",
     "cluster_ssh_user": "megatron",
 }
-SUMMARY = re.compile(r"preflight (passed|FAILED) for profile \S+ on \d+ node\(s\): [^\n]*")
+SUMMARY = re.compile(r"preflight (passed|FAILED) for profile \S+ on \d+ node\(s\): [^\n]*?(?= [A-Z]+ |$| PLAY RECAP)")
 
 
 def log(msg: str) -> None:
@@ -69,8 +73,11 @@ def tool(name: str) -> str:
     return str(local) if local.exists() else name
 
 
-def env() -> Dict[str, str]:
+def env(tree: Optional[Path] = None) -> Dict[str, str]:
+    """Ansible's environment; ``tree`` is a baseline checkout whose config and collection win."""
     result = dict(os.environ)
+    if tree is not None:
+        result.update(ANSIBLE_CONFIG=str(tree / "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=str(tree / ".collections"))
     result.setdefault("ANSIBLE_CONFIG", str(REPO / "ansible.cfg"))
     # Each size is a different set of containers under reused names: no fact cache across them.
     result.update(ANSIBLE_CACHE_PLUGIN="memory", ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
@@ -84,7 +91,7 @@ class Timed:
     verdict: str = ""
 
 
-COMMANDS = ("ping", "facts_no_venv", "facts", "facts_import", "preflight", "preflight_import")
+COMMANDS = ("ping", "facts_no_venv", "facts", "facts_import", "preflight", "preflight_import", "preflight_baseline")
 
 
 @dataclass
@@ -110,19 +117,19 @@ class SizeResult:
         return self.ratio_of("preflight")
 
 
-def run(argv: List[str], logfile: Path, check: bool = True) -> Timed:
+def run(argv: List[str], logfile: Path, check: bool = True, tree: Optional[Path] = None) -> Timed:
     started = time.monotonic()
     with logfile.open("a") as handle:
         handle.write("$ %s\n" % " ".join(argv))
         handle.flush()
-        proc = subprocess.run(argv, cwd=str(REPO), env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, check=False)
+        proc = subprocess.run(argv, cwd=str(tree or REPO), env=env(tree), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, check=False)
         handle.write(proc.stdout)
     seconds = time.monotonic() - started
     if check and proc.returncode != 0:
         raise SystemExit(f"bench: `{' '.join(argv)}` failed (exit {proc.returncode}); see {logfile}")
-    match = SUMMARY.search(proc.stdout)
-    return Timed(seconds, proc.returncode, match.group(0) if match else "")
+    match = SUMMARY.search(" ".join(proc.stdout.split()))  # the summary line may be wrapped
+    return Timed(seconds, proc.returncode, match.group(0).split("; report:")[0] if match else "")
 
 
 def write_inventory(directory: Path, nodes: int, prefix: str, logfile: Path) -> Path:
@@ -163,38 +170,48 @@ def measure(size: int, args: argparse.Namespace, out: Path) -> SizeResult:
         "preflight_import": ([tool("ansible-playbook"), "-i", str(inventory), str(REPO / "playbooks" / "preflight.yml"),
                               "-e", "preflight_python_probe=import"], False),
     }
+    trees: Dict[str, Optional[Path]] = {name: None for name in commands}
+    if args.baseline_tree:
+        commands["preflight_baseline"] = ([tool("ansible-playbook"), "-i", str(inventory),
+                                           str(args.baseline_tree / "playbooks" / "preflight.yml"),
+                                           "-e", "preflight_python_probe=files"], False)
+        trees["preflight_baseline"] = args.baseline_tree
     log(f"{size} node(s): warming up")
-    for argv, check in commands.values():
-        run(argv, logfile, check=check)
+    for name, (argv, check) in commands.items():
+        run(argv, logfile, check=check, tree=trees[name])
     for index in range(args.repeat):
         log(f"{size} node(s): round {index + 1}/{args.repeat}")
         result.loads.append(os.getloadavg()[0])
         for name, (argv, check) in commands.items():
-            result.runs[name].append(run(argv, logfile, check=check))
+            result.runs[name].append(run(argv, logfile, check=check, tree=trees[name]))
     return result
 
 
 def fmt(values: List[Timed]) -> str:
+    if not values:
+        return "-"
     seconds = sorted(r.seconds for r in values)
     return "%.1f (%.1f-%.1f)" % (statistics.median(seconds), seconds[0], seconds[-1])
 
 
 def table(results: List[SizeResult], stack: str, repeat: int) -> str:
-    columns = "%-6s %-15s %-15s %-15s %-15s %-15s %-15s %-8s %-5s %-9s %-5s %s"
+    columns = "%-6s %-15s %-15s %-15s %-15s %-15s %-15s %-15s %-8s %-9s %-5s %-9s %-5s %s"
     lines = [
         f"preflight vs ping, simulated nodes (stack: {stack}), median of {repeat} rounds, seconds (min-max);"
         f" files = python_probe=files (default), import = python_probe=import; goal: preflight (files) <= {GOAL}x ping",
         columns % ("nodes", "ping", "facts, no venv", "facts, files", "facts, import", "preflight files",
-                   "preflight import", "pf/ping", "goal", "pf-imp/p", "load", "preflight verdict (files)"),
+                   "preflight import", "pf baseline", "pf/ping", "base/ping", "goal", "pf-imp/p", "load",
+                   "preflight verdict (files)"),
     ]
     for r in results:
-        ratio, ratio_import = r.ratio, r.ratio_of("preflight_import")
+        ratio, ratio_import, ratio_base = r.ratio, r.ratio_of("preflight_import"), r.ratio_of("preflight_baseline")
         last = r.runs["preflight"][-1] if r.runs["preflight"] else None
         verdict = (last.verdict or "exit %d" % last.returncode) if last else ""
         lines.append(columns % (
             r.nodes, fmt(r.runs["ping"]), fmt(r.runs["facts_no_venv"]), fmt(r.runs["facts"]), fmt(r.runs["facts_import"]),
-            fmt(r.runs["preflight"]), fmt(r.runs["preflight_import"]),
-            "%.2fx" % ratio if ratio else "-", "ok" if ratio is not None and ratio <= GOAL else "MISS",
+            fmt(r.runs["preflight"]), fmt(r.runs["preflight_import"]), fmt(r.runs["preflight_baseline"]),
+            "%.2fx" % ratio if ratio else "-", "%.2fx" % ratio_base if ratio_base else "-",
+            "ok" if ratio is not None and ratio <= GOAL else "MISS",
             "%.2fx" % ratio_import if ratio_import else "-",
             "%.1f" % statistics.mean(r.loads) if r.loads else "-", verdict))
     return "\n".join(lines)
@@ -207,12 +224,20 @@ def main() -> int:
     parser.add_argument("--stack", choices=("full", "bare"), default="full")
     parser.add_argument("--prefix", default="pfbench")
     parser.add_argument("--keep", action="store_true", help="leave the simulated nodes running")
+    parser.add_argument("--baseline", metavar="REF", help="also time REF's playbooks/preflight.yml (e.g. main)")
     args = parser.parse_args()
     if args.repeat < 1 or min(args.nodes) < 1:
         parser.error("--repeat and every --nodes value must be at least 1")
 
     out = REPO / "bench" / "results" / time.strftime("preflight_vs_ping-%Y%m%d-%H%M%S")
     out.mkdir(parents=True)
+    args.baseline_tree = None
+    if args.baseline:
+        # REF's tree, plugins included (.collections links back to its root), unpacked once.
+        args.baseline_tree = out / "baseline"
+        args.baseline_tree.mkdir()
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", args.baseline], stdout=subprocess.PIPE, check=True)
+        subprocess.run(["tar", "-x", "-C", str(args.baseline_tree)], input=archive.stdout, check=True)
     results: List[SizeResult] = []
     try:
         # Ascending: sim-cluster grows the cluster, and the playbooks provision only new nodes.
@@ -225,13 +250,15 @@ def main() -> int:
     print(report)
     summary = {
         "stack": args.stack,
+        "baseline": args.baseline,
+        "command": " ".join(sys.argv),
         "repeat": args.repeat,
         "goal_ratio": GOAL,
         "host": os.uname().nodename,
         "cpus": os.cpu_count(),
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "results": [dict(asdict(r), medians={name: r.median(name) for name in COMMANDS}, ratio=r.ratio,
-                         ratio_import=r.ratio_of("preflight_import"))
+                         ratio_import=r.ratio_of("preflight_import"), ratio_baseline=r.ratio_of("preflight_baseline"))
                     for r in results],
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

@@ -9,12 +9,18 @@ touches no host.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, Mapping, Optional
+from typing import Any, Dict, Iterable, List, Mapping, Optional
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
 
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _preflight, _stack_profiles
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _preflight, _report, _stack_profiles
+
+display = Display()
+# Ansible's YAML result format prints msg as a block indented by 8 columns (the task result's
+# keys by 4, the block under them by 4 more): the lines leave that much of the terminal free.
+MSG_INDENT = 8
 
 ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = {
     "profile": {"type": "str", "required": True},
@@ -28,7 +34,10 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = {
     "disk_paths": {"type": "list", "elements": "str"},
     "max_clock_offset_ms": {"type": "float", "default": _preflight.DEFAULT_MAX_CLOCK_OFFSET_MS},
     "ssh_reachable": {"type": "dict"},
+    "ssh_memlock": {"type": "dict"},
     "fail_on_warn": {"type": "bool", "default": False},
+    "report_dir": {"type": "path"},
+    "connections": {"type": "dict"},
 }
 
 
@@ -52,6 +61,20 @@ def facts_from_hostvars(hostvars: Mapping[str, Any], hosts: Iterable[str]) -> Di
             facts = ansible_facts.get("gpu_stack_facts") if isinstance(ansible_facts, Mapping) else None
         collected[host] = facts if isinstance(facts, Mapping) else None
     return collected
+
+
+def connections_from_hostvars(hostvars: Mapping[str, Any], hosts: Iterable[str]) -> Dict[str, str]:
+    """node -> how Ansible reaches it ('ssh ops@10.0.0.5:22', 'docker container node3'), from
+    each node's ansible_connection, ansible_host, ansible_port and ansible_user."""
+    described: Dict[str, str] = {}
+    for host in hosts:
+        try:
+            variables = hostvars[host]
+            names = ("ansible_connection", "ansible_host", "ansible_port", "ansible_user")
+            described[host] = _preflight.describe_connection(host, dict((name, variables.get(name)) for name in names))
+        except Exception:  # a variable that does not template must not hide the verdict
+            described[host] = _preflight.describe_connection(host, None)
+    return described
 
 
 def _check_slots(slots: Optional[Mapping[str, Any]]) -> Optional[Dict[str, int]]:
@@ -135,27 +158,45 @@ class ActionModule(ActionBase):
             "disk_paths": args["disk_paths"],
             "max_clock_offset_ms": args["max_clock_offset_ms"],
             "ssh_reachable": dict(args["ssh_reachable"]) if args["ssh_reachable"] is not None else None,
+            "ssh_memlock": dict(args["ssh_memlock"]) if args["ssh_memlock"] is not None else None,
+            # Named in the row of a node that could not be reached.
+            "connections": args["connections"] if args["connections"] is not None else connections_from_hostvars(
+                task_vars.get("hostvars") or {}, list(facts)),
         }
         rows = _preflight.run_checks(facts, profile, options)
         tally = _preflight.counts(rows)
-        table = _preflight.format_table(rows)
+        failing = bool(tally[_preflight.FAIL] or (args["fail_on_warn"] and tally[_preflight.WARN]))
         summary = _preflight.summary_line(rows, profile["name"])
+        if failing and not tally[_preflight.FAIL]:
+            summary += " (fail_on_warn is true)"
+        report = write_report(args["report_dir"] or _report.DEFAULT_DIR, [row.as_dict() for row in rows], summary, profile["name"])
+        summary += "; report: %s" % report["text"] if report.get("text") else "; no report: %s" % report["error"]
 
         result.update(
             changed=False,
             profile=profile["name"],
-            rows=[row.as_dict() for row in rows],
-            table=table,
             summary=tally,
             failures=tally[_preflight.FAIL],
-            # The verdict first: Ansible prints msg after "Action failed: ", and the table's
-            # header must start on a line of its own to stay aligned.
-            msg="%s\n%s" % (summary, table),
+            report=report,
+            # One wrapped line per failure and warning, pass and skip lines with -v, the verdict
+            # last. Every row is in the report files, not in the result: Ansible prints a failed
+            # task's whole result, and the rows would be printed a second time.
+            msg=_report.render([row.as_dict() for row in rows], summary, display.verbosity,
+                               _report.terminal_width(MSG_INDENT)),
         )
-        # The table is the point of the task: show it on success too, as assert does.
+        # The verdict is the point of the task: show it on success too, as assert does.
         result["_ansible_verbose_always"] = True
-        if tally[_preflight.FAIL] or (args["fail_on_warn"] and tally[_preflight.WARN]):
+        if failing:
             result["failed"] = True
-            if not tally[_preflight.FAIL]:
-                result["msg"] = "%s (fail_on_warn is true)\n%s" % (summary, table)
         return result
+
+
+def write_report(directory: str, rows: List[Dict[str, str]], summary: str, profile: str) -> Dict[str, Optional[str]]:
+    """The report files on the controller: {text, json} paths, or {error} when they cannot be
+    written (the verdict still stands; the summary line says why there is no file)."""
+    try:
+        text, data = _report.write(directory, "preflight", rows, summary, {"profile": profile})
+    except OSError as exc:
+        return {"text": None, "json": None,
+                "error": "cannot write to %s (%s); set preflight_report_dir to a writable directory" % (directory, exc)}
+    return {"text": text, "json": data, "error": None}

@@ -16,12 +16,15 @@ from typing import Any, Dict, List, Optional, Tuple
 from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
 
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_files, _job_findings, _job_rules
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_schema, _job_script, _job_spec
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _mds_args, _stack_profiles
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _mds_args, _report, _stack_profiles
 
 NODE_GROUP = "megatron_nodes"
+# Ansible prints msg as a block indented by 8 columns (see the preflight action).
+MSG_INDENT = 8
 
 ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = {
     "spec": {"type": "dict"},
@@ -37,6 +40,7 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = {
     "deepspeed_version": {"type": "str"},
     "stack_profile": {"type": "str"},
     "fail_on_error": {"type": "bool", "default": True},
+    "report_dir": {"type": "path"},
 }
 
 
@@ -153,15 +157,26 @@ class ActionModule(ActionBase):
                 "not a job spec variable, so it has no effect; check the spelling against "
                 "roles/megatron_job/defaults/main.yml",
             ))
-        table = _job_findings.format_findings(findings)
         failures = _job_findings.failed(findings)
+        tally = _report.counts(findings)
+        if failures:
+            summary = ("Job validation failed: %d check(s) would stop Megatron-DeepSpeed or DeepSpeed, or break "
+                       "the plan; %d failed, %d warning(s), %d passed" % (len(failures), tally["fail"], tally["warn"], tally["pass"]))
+        else:
+            summary = "Job validation passed: 0 failed, %d warning(s), %d passed" % (tally["warn"], tally["pass"])
+        report = self._write_report(args["report_dir"], findings, summary)
+        summary += "; report: %s" % report["text"] if report["text"] else "; no report: %s" % report["error"]
+        # One wrapped line per failing or warning check, passes with -v, the summary last; every
+        # finding is in the report files (text table and JSON).
+        message = _report.render(findings, summary, Display().verbosity, _report.terminal_width(MSG_INDENT))
 
         gpus = cluster["gpus_per_node"] or (min(hosts.values()) if hosts else None) or spec.get("gpus_per_node")
         result.update(
             changed=False,
             findings=findings,
-            table=table,
+            table=_report.table(findings),
             failed_checks=len(failures),
+            report=report,
             spec=spec,
             derived=_job_spec.derive(spec, nodes, gpus) if nodes and gpus else {},
             source={
@@ -175,19 +190,25 @@ class ActionModule(ActionBase):
             },
         )
         if failures and args["fail_on_error"]:
-            lines = [
-                "- [%s] %s: found %s, expected %s. Fix: %s"
-                % (f["component"], f["check"], f["found"], f["expected"], f["fix"] or "see the table")
-                for f in failures
-            ]
-            # The message carries the table; the result keeps only the machine-readable part.
-            raise AnsibleActionFail(
-                "Job validation failed: %d check(s) would stop Megatron-DeepSpeed or DeepSpeed, or "
-                "break the plan:\n%s\n\nEvery check:\n%s" % (len(failures), "\n".join(lines), table),
-                result={key: result[key] for key in ("changed", "findings", "failed_checks", "source")},
-            )
-        result["msg"] = "Job validation passed (%d warning(s))" % len([f for f in findings if f["status"] == "warn"])
+            # Ansible prints a failed task's whole result, and a raised failure's message a
+            # second time: return the failure, without the findings (they are in the message and
+            # in the report files), so every line is printed once.
+            failed = dict((key, result[key]) for key in ("changed", "failed_checks", "report", "source"))
+            failed.update(failed=True, msg=message)
+            return failed
+        result["msg"] = message
         return result
+
+    @staticmethod
+    def _write_report(directory: Optional[str], findings: List[Dict[str, str]], summary: str) -> Dict[str, Optional[str]]:
+        """{text, json} paths of the report files on the controller, or {error} when they cannot be written."""
+        directory = directory or _report.DEFAULT_DIR
+        try:
+            text, data = _report.write(directory, "validate", findings, summary)
+        except OSError as exc:
+            return {"text": None, "json": None,
+                    "error": "cannot write to %s (%s); set validate_report_dir to a writable directory" % (directory, exc)}
+        return {"text": text, "json": data, "error": None}
 
     # ------------------------------------------------------------------ helpers
 

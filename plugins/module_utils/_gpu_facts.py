@@ -30,6 +30,8 @@ import subprocess
 import xml.etree.ElementTree as ET
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _integrity
+
 RunResult = Tuple[int, str, str]
 Runner = Callable[[Sequence[str], float], RunResult]
 
@@ -129,9 +131,13 @@ class Host:
         return os.path.isfile(real) and os.access(real, os.X_OK)
 
     def read_text(self, node_path: str, limit: int = 4 * 1024 * 1024) -> Optional[str]:
+        data = self.read_bytes(node_path, limit)
+        return None if data is None else data.decode("utf-8", "replace")
+
+    def read_bytes(self, node_path: str, limit: int = 64 * 1024 * 1024) -> Optional[bytes]:
         try:
             with open(self.path(node_path), "rb") as handle:
-                return handle.read(limit).decode("utf-8", "replace")
+                return handle.read(limit)
         except (OSError, ValueError):
             return None
 
@@ -539,14 +545,18 @@ def collect_fabric_manager(host: Host) -> Dict[str, Any]:
         facts["installed"] = True
         rc, out, err = host.run([binary, "--version"])
         facts["version"] = parse_fabricmanager_version(out + "\n" + err)
-    dpkg = host.which("dpkg-query")
+    # dpkg-query only where dpkg lists such a package: most nodes have none, and a process per
+    # node is what the facts call must not spend for nothing.
+    listed = any(re.match(r"^nvidia-fabricmanager.*\.list$", n) for n in host.listdir("/var/lib/dpkg/info"))
+    dpkg = host.which("dpkg-query") if listed else None
     if dpkg and facts["version"] is None:
         rc, out, _err = host.run([dpkg, "-W", "-f=${Package} ${Version} ${db:Status-Abbrev}\n",
                                   "nvidia-fabricmanager*"])
         version = parse_dpkg_fabricmanager(out) if rc == 0 else None
         if version:
             facts.update(installed=True, version=version)
-    systemctl = host.which("systemctl")
+    # Whether the service runs matters only where it is installed (null elsewhere).
+    systemctl = host.which("systemctl") if facts["installed"] else None
     if systemctl:
         _rc, out, _err = host.run([systemctl, "is-active", "nvidia-fabricmanager"])
         # Only a systemd that answers gives a verdict; "offline" / "Failed to connect" stay null.
@@ -802,7 +812,16 @@ def _str_or_none(value: Any) -> Optional[str]:
 
 def collect_python_stack(host: Host, venv: Optional[str], errors: List[str], probe: str = "files") -> Dict[str, Any]:
     """python/torch/deepspeed/apex of ``venv``: from its files (``probe='files'``, no process) or
-    by importing them in the venv's python (``probe='import'``, seconds of CPU)."""
+    by importing them in the venv's python (``probe='import'``, seconds of CPU). Each of torch,
+    deepspeed and apex carries ``files``, its installed files against pip's RECORD (empty when
+    there is nothing to check)."""
+    stack = _read_python_stack(host, venv, errors, probe)
+    for name in CHECKED_DISTRIBUTIONS:
+        stack[name].setdefault("files", _integrity.empty())
+    return stack
+
+
+def _read_python_stack(host: Host, venv: Optional[str], errors: List[str], probe: str) -> Dict[str, Any]:
     if not venv:
         return _empty_python_stack("no venv given")
     python = next((venv.rstrip("/") + "/bin/" + n for n in ("python", "python3")
@@ -830,6 +849,8 @@ def collect_python_stack(host: Host, venv: Optional[str], errors: List[str], pro
         errors.append("python: " + reason)
         return _empty_python_stack(reason, probe)
     facts["python"]["executable"] = python
+    version = facts["python"]["version"] or ""
+    add_installed_files(_Venv(host, venv, ".".join(version.split(".")[:2]) or None), facts)
     return facts
 
 
@@ -1107,19 +1128,30 @@ def read_python_stack_files(host: Host, venv: str, python: str) -> Dict[str, Any
     facts["torch"] = read_torch_files(stack)
     facts["deepspeed"] = read_deepspeed_files(stack)
     facts["apex"] = read_apex_files(stack)
+    add_installed_files(stack, facts)
     return facts
+
+
+# The distributions whose installed files are checked against pip's RECORD: the training stack.
+CHECKED_DISTRIBUTIONS = ("torch", "deepspeed", "apex")
+
+
+def add_installed_files(venv: "_Venv", facts: Dict[str, Any]) -> None:
+    """``files`` of the torch, deepspeed and apex sections: their installed files against pip's
+    RECORD (sizes; see _integrity). A few stat() calls per file, no process."""
+    for name in CHECKED_DISTRIBUTIONS:
+        _version, meta_dir, _versions = venv.dist(name)
+        section = facts[name]
+        if meta_dir is None:
+            section["files"] = _integrity.empty()
+        else:
+            section["files"] = _integrity.check_record(venv.host.read_bytes, venv.host.path, meta_dir)
 
 
 def read_git_commit(host: Host, path: str) -> Optional[str]:
     """HEAD commit from the files alone: .git file or dir, HEAD, loose ref, packed-refs, commondir."""
-    gitdir = path.rstrip("/") + "/.git"
-    if host.isfile(gitdir):  # worktree / submodule: "gitdir: <path>"
-        pointer = (host.read_text(gitdir) or "").strip()
-        if not pointer.startswith("gitdir:"):
-            return None
-        target = pointer[len("gitdir:"):].strip()
-        gitdir = os.path.normpath(target if target.startswith("/") else path.rstrip("/") + "/" + target)
-    if not host.isdir(gitdir):
+    gitdir = git_dir(host, path)
+    if gitdir is None:
         return None
     dirs = [gitdir]
     common = (host.read_text(gitdir + "/commondir") or "").strip()
@@ -1141,19 +1173,37 @@ def read_git_commit(host: Host, path: str) -> Optional[str]:
     return None
 
 
+def git_dir(host: Host, path: str) -> Optional[str]:
+    """The git directory of the checkout at ``path``: ``.git``, or where a ``.git`` file points
+    (a worktree, a submodule); None when it is not a git checkout."""
+    gitdir = path.rstrip("/") + "/.git"
+    if host.isfile(gitdir):
+        pointer = (host.read_text(gitdir) or "").strip()
+        if not pointer.startswith("gitdir:"):
+            return None
+        target = pointer[len("gitdir:"):].strip()
+        gitdir = os.path.normpath(target if target.startswith("/") else path.rstrip("/") + "/" + target)
+    return gitdir if host.isdir(gitdir) else None
+
+
 def collect_megatron(host: Host, path: Optional[str]) -> Dict[str, Any]:
-    facts: Dict[str, Any] = {"path": path, "commit": None, "present": False}
+    facts: Dict[str, Any] = {"path": path, "commit": None, "present": False, "files": _integrity.empty()}
     if not path or not host.isdir(path):
         return facts
     facts["present"] = host.isfile(path.rstrip("/") + "/pretrain_gpt.py") or host.isdir(path.rstrip("/") + "/megatron")
-    git = host.which("git")
+    # The files first: HEAD and its ref are two small reads, where git is a process per node.
+    facts["commit"] = read_git_commit(host, path)
+    git = host.which("git") if facts["commit"] is None else None
     if git:
-        # safe.directory: the checkout may belong to the training user while facts run as root.
+        # What the files cannot tell (a reftable repository, say). safe.directory: the checkout
+        # may belong to the training user while facts run as root.
         rc, out, _err = host.run([git, "-c", "safe.directory=*", "-C", host.path(path), "rev-parse", "HEAD"])
         if rc == 0 and re.match(r"^[0-9a-f]{40}([0-9a-f]{24})?$", out.strip()):
             facts["commit"] = out.strip()
-    if facts["commit"] is None:
-        facts["commit"] = read_git_commit(host, path)
+    gitdir = git_dir(host, path)
+    if gitdir:
+        config = host.read_text(gitdir + "/config") or host.read_text(os.path.dirname(gitdir.rstrip("/")) + "/config")
+        facts["files"] = _integrity.check_git_index(host.read_bytes, host.path, path, gitdir, config)
     return facts
 
 

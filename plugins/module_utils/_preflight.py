@@ -4,7 +4,7 @@
 """The preflight gate: every node's gpu_stack_facts against the stack profile and each other.
 
 Pure functions, no Ansible imports: ``run_checks`` turns the facts of every node into rows
-(one per check and node), ``format_table`` prints them, ``summary_line`` says the verdict.
+(one per check and node), ``summary_line`` says the verdict; ``_report`` prints them.
 The action plugin ``megatron_ds.cluster.preflight`` is a thin adapter around them.
 
 Three kinds of check, in this order:
@@ -23,6 +23,7 @@ from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from . import _report
 from ._stack_profiles import DS_CUDA_MINOR_MISMATCH_OK, min_driver_for_cuda
 from ._versions import compare, local_label, major, major_minor, parse, satisfies
 
@@ -85,35 +86,11 @@ def _show(value: Any) -> str:
     return MISSING if text is None else text
 
 
-def _code_to_version(text: Optional[str], kind: str) -> Optional[str]:
-    """torch reports cuDNN as 8500 / 91900 and NCCL as 21403 / 22809; make them dotted.
-
-    cuDNN < 9: major*1000 + minor*100 + patch; cuDNN >= 9: major*10000 + minor*100 + patch
-    (cudnn_version.h). NCCL follows the same switch at 2.9 (nccl.h NCCL_VERSION).
-    """
-    if text is None or not text.isdigit():
-        return text
-    code = int(text)
-    if kind == "cudnn":
-        if code >= 10000:
-            return "%d.%d.%d" % (code // 10000, (code % 10000) // 100, code % 100)
-        if code >= 1000:
-            return "%d.%d.%d" % (code // 1000, (code % 1000) // 100, code % 100)
-        return text
-    if code >= 20900:
-        return "%d.%d.%d" % (code // 10000, (code % 10000) // 100, code % 100)
-    if code >= 1000:
-        return "%d.%d.%d" % (code // 1000, (code % 1000) // 100, code % 100)
-    return text
-
-
 def _version(facts: Mapping[str, Any], *path: str) -> Optional[str]:
-    text = _text(_get(facts, *path))
-    if path in (("torch", "cudnn"), ("cudnn", "version")):
-        return _code_to_version(text, "cudnn")
-    if path in (("torch", "nccl"), ("nccl", "version")):
-        return _code_to_version(text, "nccl")
-    return text
+    """A version fact as text. Library versions arrive dotted: gpu_stack_facts decodes torch's
+    cuDNN and NCCL codes on the node (_gpu_facts.cudnn_version_from_int, nccl_version_from_torch),
+    once, so the gate never decodes them again."""
+    return _text(_get(facts, *path))
 
 
 def _satisfies(version: Optional[str], spec: Optional[str]) -> Optional[bool]:
@@ -145,7 +122,7 @@ def _is_plain_version(spec: str) -> bool:
 
 
 def nvcc_torch_compatible(nvcc: str, torch_cuda: str) -> bool:
-    """DeepSpeed's op_builder rule (assert_no_cuda_mismatch), FACTS.md D4.
+    """DeepSpeed's op_builder rule (assert_no_cuda_mismatch), docs/upstream-facts.md §D4.
 
     nvcc and torch.version.cuda must agree on major.minor, except that a minor mismatch is
     allowed when both minors are listed in cuda_minor_mismatch_ok for that major. CUDA 13
@@ -254,13 +231,67 @@ def _missing_reason(raw: Any, listed: bool) -> str:
     if not listed:
         return "not in the play: no facts gathered"
     if isinstance(raw, Mapping):
-        if raw.get("unreachable"):
-            return "unreachable: %s" % (_text(raw.get("msg")) or "ssh failed")
         if raw.get("failed"):
             return "gpu_stack_facts failed: %s" % (_text(raw.get("msg")) or "no message")
         if raw.get("skipped"):
             return "gpu_stack_facts was skipped on this node"
     return "no gpu_stack_facts (unreachable, or the facts task did not run)"
+
+
+# What a connection plugin leaves in a task result when the node is not there. The ssh plugin
+# marks the result unreachable. The docker plugin does not: `docker exec` into a stopped
+# container fails like a module, with the daemon's words on stderr (and Ansible then says
+# "Module result deserialization failed: No start of json char found").
+_CONNECTION_ERRORS = (
+    "is not running", "No such container", "Cannot connect to the Docker daemon", "is paused", "is restarting",
+    "Connection refused", "Connection timed out", "No route to host", "Could not resolve hostname",
+    "Connection reset by peer", "Host key verification failed", "Permission denied (publickey",
+)
+
+
+def unreachable_error(raw: Any) -> Optional[str]:
+    """The connection's last error when ``raw`` (a registered task result) says the node could
+    not be reached; None when it answered (even with a failure of its own)."""
+    if not isinstance(raw, Mapping):
+        return None
+    if raw.get("unreachable"):
+        return _text(raw.get("msg")) or "no error message"
+    if not raw.get("failed"):
+        return None
+    for key in ("module_stderr", "stderr", "msg", "module_stdout"):
+        for line in str(raw.get(key) or "").splitlines():
+            if any(words in line for words in _CONNECTION_ERRORS):
+                return line.strip()
+    return None
+
+
+def describe_connection(node: str, variables: Optional[Mapping[str, Any]]) -> str:
+    """How Ansible reaches ``node``, from its variables: 'ssh ops@10.0.0.5:22', 'docker container
+    node3', 'local'."""
+    variables = variables or {}
+    plugin = _text(variables.get("ansible_connection")) or "ssh"
+    short = plugin.rsplit(".", 1)[-1]
+    host = _text(variables.get("ansible_host")) or node
+    if short in ("docker", "docker_api", "podman"):
+        return "%s container %s" % ("podman" if short == "podman" else "docker", host)
+    if short == "local":
+        return "local"
+    if short in ("ssh", "paramiko_ssh", "paramiko", "smart"):
+        user = _text(variables.get("ansible_user"))
+        return "ssh %s%s:%s" % (user + "@" if user else "", host, _text(variables.get("ansible_port")) or "22")
+    return "%s %s" % (plugin, host)
+
+
+def _unreachable_fix(node: str, connection: str) -> str:
+    if connection.startswith("docker container ") or connection.startswith("podman container "):
+        engine, _word, name = connection.split(" ", 2)
+        return "start the container (%s start %s), then rerun playbooks/preflight.yml" % (engine, name)
+    if connection.startswith("ssh "):
+        target = connection[4:]
+        host, _sep, port = target.rpartition(":")
+        return ("bring %s up and let Ansible in (ssh -p %s %s true must work: the machine is on, sshd listens, "
+                "the key is accepted), then rerun playbooks/preflight.yml" % (node, port, host))
+    return "make %s reachable over %s, then rerun playbooks/preflight.yml" % (node, connection)
 
 
 def _row(check: str, status: str, node: str, component: str, found: Any = "", expected: Any = "", fix: str = "") -> Row:
@@ -451,7 +482,7 @@ def check_cudnn_system(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Ro
 
 
 def _torch_child(ctx: _Context, check: str, comp: str, node: str, facts: Mapping[str, Any], what: str) -> Row:
-    """torch's bundled cuDNN / NCCL: the versions torch actually loads (FACTS.md H)."""
+    """torch's bundled cuDNN / NCCL: the versions torch actually loads (docs/upstream-facts.md §H)."""
     skipped = _cpu_skip(ctx, check, node, comp)
     if skipped:
         return skipped
@@ -622,6 +653,79 @@ def check_megatron(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
     )
 
 
+# ---------------------------------------------------------------------------------------
+# Damaged installs: what gpu_stack_facts found against pip's RECORD and git's index
+# ---------------------------------------------------------------------------------------
+
+
+def _files_found(files: Mapping[str, Any], against: str) -> str:
+    bad = [str(item) for item in (files.get("bad") or [])]
+    count = _int(files.get("bad_count")) or len(bad)
+    shown = "; ".join(bad)
+    if count > len(bad):
+        shown += "; ... (%d more)" % (count - len(bad))
+    return "%d of %d files differ from %s: %s" % (count, _int(files.get("checked")) or 0, against, shown)
+
+
+def _files_row(ctx: _Context, node: str, facts: Mapping[str, Any], check: str, section: str, against: str,
+               expected: str, fix: str, missing_is: str = FAIL) -> Row:
+    comp = section
+    files = _get(facts, section, "files")
+    if not isinstance(files, Mapping):
+        return _row(check, SKIP, node, comp, fix="gpu_stack_facts did not compare the files (an older collection)")
+    if (_int(files.get("bad_count")) or 0) > 0 or files.get("bad"):
+        return _row(check, missing_is, node, comp, _files_found(files, against), expected, fix)
+    error = _text(files.get("error"))
+    if error:
+        return _row(check, WARN, node, comp, error, expected, fix)
+    checked = _int(files.get("checked")) or 0
+    if checked == 0:
+        return _row(check, SKIP, node, comp, fix="nothing to compare on %s (not installed, or no %s)" % (node, against))
+    return _row(check, PASS, node, comp, "%d files as recorded" % checked, expected)
+
+
+def _reinstall_fix(ctx: _Context, node: str, facts: Mapping[str, Any], component: str, spec_key: str) -> str:
+    venv = _text(_get(facts, "venv")) or "<venv>"
+    index = ctx.spec(spec_key, "index_url") if spec_key == "torch" else None
+    return (
+        "reinstall %s on %s: %s/bin/pip install --force-reinstall --no-deps '%s'%s, then rerun "
+        "playbooks/preflight.yml (re-running playbooks/provision.yml alone keeps it: pip takes the "
+        "recorded version as installed)" % (
+            component, node, venv, ctx.spec(spec_key, "pip"), " --index-url %s" % index if index else "")
+    )
+
+
+PIP_RECORD = "pip's RECORD"
+PIP_EXPECTED = "every file pip installed, at its recorded size"
+
+
+def check_torch_files(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
+    return _files_row(ctx, node, facts, "torch.files", "torch", PIP_RECORD, PIP_EXPECTED,
+                      _reinstall_fix(ctx, node, facts, "torch", "torch"))
+
+
+def check_deepspeed_files(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
+    return _files_row(ctx, node, facts, "deepspeed.files", "deepspeed", PIP_RECORD, PIP_EXPECTED,
+                      _reinstall_fix(ctx, node, facts, "DeepSpeed", "deepspeed"))
+
+
+def check_apex_files(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
+    venv = _text(_get(facts, "venv")) or "<venv>"
+    fix = ("rebuild apex on %s: %s/bin/pip uninstall -y apex, then re-run playbooks/provision.yml (%s builds "
+           "it again)" % (node, venv, _role("python_env")))
+    # Only a profile whose Megatron-DeepSpeed imports apex fails on it; elsewhere it is a warning.
+    needed = ctx.cuda and bool(ctx.spec("megatron_deepspeed", "needs_apex"))
+    return _files_row(ctx, node, facts, "apex.files", "apex", PIP_RECORD, PIP_EXPECTED, fix, FAIL if needed else WARN)
+
+
+def check_megatron_files(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
+    path = _text(_get(facts, "megatron_deepspeed", "path")) or "<checkout>"
+    fix = ("restore the checkout on %s: git -C %s checkout -- . (or re-run playbooks/provision.yml with "
+           "python_env_megatron_force=true, which resets it to ref %s)" % (node, path, ctx.spec("megatron_deepspeed", "ref")))
+    return _files_row(ctx, node, facts, "megatron_deepspeed.files", "megatron_deepspeed", "git's index",
+                      "every tracked file as checked out", fix)
+
+
 MATRIX_CHECKS: Sequence[NodeCheck] = (
     check_gpus,
     check_driver,
@@ -636,8 +740,12 @@ MATRIX_CHECKS: Sequence[NodeCheck] = (
     check_torch_version,
     check_torch_cuda,
     check_deepspeed,
+    check_torch_files,
+    check_deepspeed_files,
     check_apex,
+    check_apex_files,
     check_megatron,
+    check_megatron_files,
 )
 
 
@@ -836,6 +944,10 @@ def check_memlock(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
     check, comp = "memlock.unlimited", "memlock"
     current = _get(facts, "memlock", "current")
     ssh = _get(facts, "memlock", "noninteractive_ssh")
+    if _text(ssh) is None:
+        # playbooks/preflight.yml reads it in the head node's ssh sweep (the session pdsh opens).
+        swept = _text((ctx.options.get("ssh_memlock") or {}).get(node))
+        ssh = swept if swept not in (None, "-") else None
     found = "current %s" % _show(current)
     if _text(ssh) is not None:
         found += ", non-interactive ssh %s" % _show(ssh)
@@ -981,6 +1093,15 @@ def run_checks(facts_by_node: Mapping[str, Any], profile: Mapping[str, Any], opt
     rows: List[Row] = []
     for node in sorted(set(ctx.nodes) | set(ctx.missing)):
         if node in ctx.missing:
+            raw = (facts_by_node or {}).get(node)
+            error = unreachable_error(raw)
+            if error is not None:
+                connection = (ctx.options.get("connections") or {}).get(node) or describe_connection(node, None)
+                rows.append(_row(
+                    "facts.gathered", FAIL, node, "connection", "unreachable over %s: %s" % (connection, error),
+                    "%s answers over %s" % (node, connection), _unreachable_fix(node, connection),
+                ))
+                continue
             rows.append(_row(
                 "facts.gathered", FAIL, node, "facts", ctx.missing[node], "gpu_stack_facts from this node",
                 "make %s reachable by Ansible and rerun playbooks/preflight.yml; see the gather task's "
@@ -1013,10 +1134,7 @@ def run_checks(facts_by_node: Mapping[str, Any], profile: Mapping[str, Any], opt
 
 
 def counts(rows: Iterable[Row]) -> Dict[str, int]:
-    result = dict((status, 0) for status in STATUSES)
-    for row in rows:
-        result[row.status] = result.get(row.status, 0) + 1
-    return result
+    return _report.counts({"status": row.status} for row in rows)
 
 
 def summary_line(rows: Sequence[Row], profile_name: str) -> str:
@@ -1029,59 +1147,7 @@ def summary_line(rows: Sequence[Row], profile_name: str) -> str:
         verdict, profile_name, len(nodes), tally[FAIL], tally[WARN], tally[PASS], tally[SKIP])
     if bad:
         line += "; failing: %s" % ", ".join(bad)
+    lost = sorted(set(row.node for row in rows if row.check == "facts.gathered" and row.component == "connection"))
+    if lost:
+        line += "; unreachable: %s" % ", ".join(lost)
     return line
-
-
-def _collapse(values: Iterable[str], limit: int = 3) -> str:
-    unique: List[str] = []
-    for value in values:
-        if value not in unique:
-            unique.append(value)
-    if len(unique) > limit:
-        return ", ".join(unique[:limit]) + ", ... (%d values)" % len(unique)
-    return ", ".join(unique)
-
-
-def _who(nodes: List[str], every: List[str]) -> str:
-    if len(nodes) == len(every) and len(every) > 0:
-        return ALL_NODES
-    if len(nodes) <= 3:
-        return ",".join(nodes)
-    return "%d other nodes" % len(nodes)
-
-
-def format_table(rows: Sequence[Row]) -> str:
-    """A fixed-width text table: fail and warn rows one per node, pass and skip rows one per check."""
-    columns = ("STATUS", "CHECK", "NODE", "COMPONENT", "FOUND", "EXPECTED", "FIX")
-    order: "OrderedDict[str, List[Row]]" = OrderedDict()
-    for row in rows:
-        order.setdefault(row.check, []).append(row)
-    lines: List[Tuple[str, ...]] = []
-    for check, group in order.items():
-        every = [row.node for row in group]
-        for status in (FAIL, WARN):
-            for row in group:
-                if row.status == status:
-                    lines.append((status.upper(), check, row.node, row.component, row.found, row.expected, row.fix))
-        for status in (PASS, SKIP):
-            same = [row for row in group if row.status == status]
-            if not same:
-                continue
-            node = same[0].node if len(same) == 1 and same[0].node == ALL_NODES else _who([r.node for r in same], every)
-            lines.append((
-                status, check, node, same[0].component,
-                _collapse(r.found for r in same), _collapse(r.expected for r in same),
-                _collapse((r.fix for r in same), limit=1) if status == SKIP else "",
-            ))
-    widths = [len(name) for name in columns]
-    for line in lines:
-        for index, cell in enumerate(line[:-1]):
-            widths[index] = max(widths[index], len(cell))
-
-    def render(cells: Sequence[str]) -> str:
-        head = "  ".join(cell.ljust(widths[index]) for index, cell in enumerate(cells[:-1]))
-        return (head + "  " + cells[-1]).rstrip()
-
-    out = [render(columns), render(["-" * width for width in widths[:-1]] + ["-" * len(columns[-1])])]
-    out.extend(render(line) for line in lines)
-    return "\n".join(out)

@@ -19,6 +19,9 @@ description:
     process (O(python_probe=files)); O(python_probe=import) imports them in one Python subprocess
     in the venv instead, which costs seconds of CPU per node but also catches a package that is
     installed whole and still fails to import.
+  - It checks that torch, DeepSpeed and apex are installed whole (every file in pip's C(RECORD)
+    present with its size) and that the Megatron-DeepSpeed checkout's tracked files match git's
+    index, in the same call and without starting a process.
   - Finally it reports the Megatron-DeepSpeed commit, InfiniBand ports, nvidia-peermem, the memlock limit
     (optionally in a non-interactive ssh session of the training user), free disk space and
     clock synchronisation.
@@ -54,8 +57,8 @@ options:
     default: files
   megatron_dir:
     description:
-      - A Megatron-DeepSpeed checkout. Its commit comes from C(git rev-parse HEAD), or from
-        C(.git/HEAD), the loose ref and C(packed-refs) when git is absent.
+      - A Megatron-DeepSpeed checkout. Its commit comes from C(.git/HEAD), the loose ref and
+        C(packed-refs), or from C(git rev-parse HEAD) where those do not name it.
     type: path
   disk_paths:
     description:
@@ -351,6 +354,29 @@ ansible_facts:
             source:
               description: C(files) or C(import), the O(python_probe) that read these values.
               type: str
+            files:
+              description:
+                - The installed files against pip's C(RECORD) in the dist-info, with either O(python_probe);
+                  every file listed with a size must exist with that size (missing, cut short or grown files;
+                  a same-size overwrite is not seen). No process is started; an C(.egg-info) install has no RECORD.
+              type: dict
+              contains:
+                source:
+                  description: The record compared against; null when there was none to compare.
+                  type: str
+                checked:
+                  description: How many files were compared.
+                  type: int
+                bad_count:
+                  description: How many of them are missing or differ.
+                  type: int
+                bad:
+                  description: "The first five, one line each, for example C(torch/lib/libtorch_cpu.so: 1048576 bytes, RECORD says 452984832)."
+                  type: list
+                  elements: str
+                error:
+                  description: Why the files could not be compared, or null.
+                  type: str
         deepspeed:
           description: DeepSpeed in the venv.
           type: dict
@@ -370,6 +396,29 @@ ansible_facts:
             source:
               description: C(files) or C(import).
               type: str
+            files:
+              description:
+                - The installed files against pip's C(RECORD) in the dist-info, with either O(python_probe);
+                  every file listed with a size must exist with that size (missing, cut short or grown files;
+                  a same-size overwrite is not seen). No process is started; an C(.egg-info) install has no RECORD.
+              type: dict
+              contains:
+                source:
+                  description: The record compared against; null when there was none to compare.
+                  type: str
+                checked:
+                  description: How many files were compared.
+                  type: int
+                bad_count:
+                  description: How many of them are missing or differ.
+                  type: int
+                bad:
+                  description: "The first five, one line each, for example C(torch/lib/libtorch_cpu.so: 1048576 bytes, RECORD says 452984832)."
+                  type: list
+                  elements: str
+                error:
+                  description: Why the files could not be compared, or null.
+                  type: str
         venv:
           description: The venv given.
           type: str
@@ -386,6 +435,30 @@ ansible_facts:
             present:
               description: The directory holds C(pretrain_gpt.py) or C(megatron/).
               type: bool
+            files:
+              description:
+                - The tracked files against git's index (C(.git/index)), without running git. It finds missing,
+                  changed (sizes compared, and content hashed as git does where the mtime differs), type and
+                  executable-bit changes, unmerged entries. Untracked files are not looked at; a checkout
+                  that is not a git repository (an archive) has nothing to compare.
+              type: dict
+              contains:
+                source:
+                  description: The record compared against; null when there was none to compare.
+                  type: str
+                checked:
+                  description: How many files were compared.
+                  type: int
+                bad_count:
+                  description: How many of them are missing or differ.
+                  type: int
+                bad:
+                  description: "The first five, one line each, for example C(torch/lib/libtorch_cpu.so: 1048576 bytes, RECORD says 452984832)."
+                  type: list
+                  elements: str
+                error:
+                  description: Why the files could not be compared, or null.
+                  type: str
         apex:
           description: NVIDIA apex in the venv (PyPI's unrelated C(apex) package does not count).
           type: dict
@@ -402,6 +475,29 @@ ansible_facts:
             source:
               description: C(files) or C(import).
               type: str
+            files:
+              description:
+                - The installed files against pip's C(RECORD) in the dist-info, with either O(python_probe);
+                  every file listed with a size must exist with that size (missing, cut short or grown files;
+                  a same-size overwrite is not seen). No process is started; an C(.egg-info) install has no RECORD.
+              type: dict
+              contains:
+                source:
+                  description: The record compared against; null when there was none to compare.
+                  type: str
+                checked:
+                  description: How many files were compared.
+                  type: int
+                bad_count:
+                  description: How many of them are missing or differ.
+                  type: int
+                bad:
+                  description: "The first five, one line each, for example C(torch/lib/libtorch_cpu.so: 1048576 bytes, RECORD says 452984832)."
+                  type: list
+                  elements: str
+                error:
+                  description: Why the files could not be compared, or null.
+                  type: str
         infiniband:
           description: RDMA devices from C(/sys/class/infiniband) and GPUDirect modules from C(/proc/modules).
           type: dict

@@ -27,9 +27,13 @@ description:
   - "Cluster: hostfile slots equal to the GPUs found, memlock unlimited (also in a non-interactive ssh
     session), InfiniBand ports Active, nvidia-peermem loaded, free disk, and ssh from the head node."
   - The C(cpu) profile skips the GPU and CUDA checks, saying why.
-  - Returns one fixed-width table with a row per check (passes collapsed to one line, failures and
-    warnings one line per node with the component, the value found, the value expected and the fix)
-    and fails when any check fails.
+  - "Prints one line per failing or warning check (node, component, check, the value found, the value
+    expected and the fix), wrapped to the terminal and at most 160 columns wide, then one summary
+    line with the counts that names the report file; with C(-v) also one line per passing or
+    skipped check. Fails when any check fails."
+  - Writes every row to two report files on the controller, under O(report_dir) with a UTC
+    timestamp in their names, C(preflight-<YYYYmmddTHHMMSSZ>.txt) (a fixed-width table) and
+    C(.json) (the rows as data). They are never overwritten.
 options:
   profile:
     description:
@@ -106,6 +110,33 @@ options:
         InfiniBand port down, a node missing from the hostfile).
     type: bool
     default: false
+  ssh_memlock:
+    description:
+      - Node name to C(ulimit -l) in a non-interactive ssh session on that node, as the head node's
+        ssh sweep read it (C(-) where ssh failed). Used where the node's facts carry no
+        C(memlock.noninteractive_ssh). C(playbooks/preflight.yml) passes it, so that the facts
+        call on each node starts no ssh of its own.
+    type: dict
+  connections:
+    description:
+      - Node name to how Ansible reaches it, named in the row of a node that could not be reached
+        (C(ssh ops@10.0.0.5:22), C(docker container node3)).
+      - Default is built from each node's C(ansible_connection), C(ansible_host), C(ansible_port)
+        and C(ansible_user).
+      - A node whose registered facts result says it was unreachable (the ssh plugin), or whose
+        connection failed under it (C(docker exec) into a stopped container, which Ansible reports
+        as C(Module result deserialization failed)), fails C(facts.gathered) with component
+        C(connection), the connection and its last error.
+    type: dict
+  report_dir:
+    description:
+      - Directory on the controller for the report files; created when missing. A leading C(~) is
+        the controller user's home.
+      - C(playbooks/preflight.yml) passes C(preflight_report_dir).
+      - When the files cannot be written the verdict still stands, and the summary line says why
+        there is no report.
+      - Default C(~/.ansible/megatron_ds/reports).
+    type: path
 extends_documentation_fragment:
   - action_common_attributes
   - action_common_attributes.conn
@@ -165,45 +196,28 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-rows:
-  description: Every check on every node, in table order.
+report:
+  description:
+    - The report files on the controller. Every check on every node is there, with C(check),
+      C(status) (C(pass), C(fail), C(warn), C(skip)), C(node) (or C(all)), C(component), C(found),
+      C(expected) and C(fix) (for a skipped check, why).
+    - The rows are not in the task result. Ansible prints a failed task's whole result, so they
+      would be shown a second time. Read them from the JSON file, for example with
+      C(lookup('ansible.builtin.file', result.report.json) | from_json).
   returned: always
-  type: list
-  elements: dict
+  type: dict
   contains:
-    check:
-      description: The check's id, for example C(driver.version), C(same.torch) or C(hostfile.slots).
+    text:
+      description: The text file, a fixed-width table of every row; null when it could not be written.
       type: str
-    status:
-      description: C(pass), C(fail), C(warn) or C(skip).
+      sample: /home/ops/.ansible/megatron_ds/reports/preflight-20261201T023011Z.txt
+    json:
+      description: The JSON file, with C(rows), C(counts), C(summary), C(profile) and C(created); null when it could not be written.
       type: str
-    node:
-      description: The node, or C(all) for a check that is not per node.
+      sample: /home/ops/.ansible/megatron_ds/reports/preflight-20261201T023011Z.json
+    error:
+      description: Why the files could not be written, or null.
       type: str
-    component:
-      description: What the row is about, for example C(driver), C(cuda), C(torch.nccl) or C(venv).
-      type: str
-    found:
-      description: The value found on the node.
-      type: str
-    expected:
-      description: The value the profile or the other nodes require.
-      type: str
-    fix:
-      description: What to do (for a skipped check, why it was skipped).
-      type: str
-  sample:
-    - check: torch.version
-      status: fail
-      node: node3
-      component: torch
-      found: 1.13.0+cu117
-      expected: 1.13.1 (+cu117)
-      fix: run the megatron_ds.cluster.python_env role on node3 so torch matches (torch==1.13.1 from https://download.pytorch.org/whl/cu117)
-table:
-  description: The rows as one fixed-width text table; passes collapsed to one line per check.
-  returned: always
-  type: str
 summary:
   description: How many rows have each status.
   returned: always
@@ -220,7 +234,14 @@ profile:
   type: str
   sample: cu117
 msg:
-  description: The table followed by a one-line verdict naming the failing nodes.
+  description:
+    - One wrapped line per failing or warning row, then the verdict, which names the failing
+      nodes and the report file (with C(-v), pass and skip lines before the verdict).
   returned: always
   type: str
+  sample: |-
+    FAIL node3 torch (torch.version): found 1.13.0+cu117; expected 1.13.1 (+cu117); fix: run the megatron_ds.cluster.python_env role
+         on node3 so torch matches (torch==1.13.1 from https://download.pytorch.org/whl/cu117)
+    preflight FAILED for profile cu117 on 3 node(s): 1 failed, 0 warning(s), 116 passed, 0 skipped; failing: node3; report:
+         /home/ops/.ansible/megatron_ds/reports/preflight-20261201T023011Z.txt
 """

@@ -26,8 +26,12 @@ description:
     (C(--batch-size), C(--deepspeed-config), C(--dataset-impl) ...); launcher options against
     the cluster; a resume checkpoint whose TP/PP differs (universal checkpoint advice by
     DeepSpeed version); an estimate of memory per GPU against the GPU's memory."
-  - Fails listing every failing check with what was found, what is expected and what to
-    change; C(table) shows every check.
+  - Prints one line per failing or warning check (component, check, what was found, what is
+    expected and what to change), wrapped to the terminal and at most 160 columns wide, then a
+    summary line with the counts that names the report file; C(-v) adds the passing checks.
+    Fails when a check fails.
+  - Writes every check to two report files on the controller, under O(report_dir), named
+    C(validate-<YYYYmmddTHHMMSSZ>.txt) (a table) and C(.json) (the findings as data).
   - See docs/job-validation.md for every rule and its source.
 options:
   spec:
@@ -99,6 +103,13 @@ options:
     description: Fail the task when a check fails. With V(false) the findings are only returned.
     type: bool
     default: true
+  report_dir:
+    description:
+      - Directory on the controller for the report files; created when missing (C(~) is the
+        controller user's home). C(playbooks/validate.yml) passes C(validate_report_dir).
+      - When the files cannot be written, the verdict stands and the summary line says why.
+      - Default C(~/.ansible/megatron_ds/reports).
+    type: path
 attributes:
   action:
     description: Runs as an action plugin on the controller.
@@ -147,15 +158,18 @@ EXAMPLES = r"""
     deepspeed_version: 0.19.6
   register: job_check
 
-- name: Job | Show every check
+- name: Job | Show the failing and warning checks and where the report is
   ansible.builtin.debug:
-    msg: "{{ job_check.table }}"
+    msg: "{{ job_check.msg }}"
 """
 
 RETURN = r"""
 findings:
-  description: One entry per check, in the order run.
-  returned: always
+  description:
+    - One entry per check, in the order run.
+    - Not in a failed result (Ansible prints a failed task's whole result, so they would be shown
+      twice); they are in the report's JSON file, and returned with O(fail_on_error=false).
+  returned: when no check failed, or with O(fail_on_error=false)
   type: list
   elements: dict
   contains:
@@ -184,9 +198,27 @@ findings:
       type: str
       sample: "DeepSpeed asserts 'ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism'; use ZeRO-1"
 table:
-  description: The findings as a plain-text table, with the fix under each failing or warning row.
+  description: Every finding as a fixed-width text table, one line each (the report's text file holds the same).
+  returned: when no check failed, or with O(fail_on_error=false)
+  type: str
+msg:
+  description: One wrapped line per failing or warning check, then the summary line naming the report file.
   returned: always
   type: str
+report:
+  description: The report files on the controller.
+  returned: always
+  type: dict
+  contains:
+    text:
+      description: The text table of every finding; null when it could not be written.
+      type: str
+    json:
+      description: The findings as JSON (C(rows), C(counts), C(summary), C(created)); null when it could not be written.
+      type: str
+    error:
+      description: Why the files could not be written, or null.
+      type: str
 failed_checks:
   description: Number of failing checks.
   returned: always
@@ -194,11 +226,11 @@ failed_checks:
   sample: 0
 spec:
   description: The job spec that was validated (normalized, or read from the script).
-  returned: always
+  returned: when no check failed, or with O(fail_on_error=false)
   type: dict
 derived:
   description: World size, data-parallel size, gradient accumulation, parameter count and the other derived numbers.
-  returned: when the cluster shape is known
+  returned: when the cluster shape is known and no check failed (or with O(fail_on_error=false))
   type: dict
   sample: {"world_size": 64, "data_parallel_size": 8, "gradient_accumulation_steps": 64}
 source:

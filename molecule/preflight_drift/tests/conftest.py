@@ -1,4 +1,4 @@
-"""Fixtures for the preflight drift scenario: the cluster, the gate runs, the table parser.
+"""Fixtures for the preflight drift scenario: the cluster, the gate runs, the report reader.
 
 molecule verify runs these tests with MOLECULE_INVENTORY_FILE set (and the provisioner's
 environment). The tests drive the real thing: `ansible-playbook playbooks/preflight.yml`, or
@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -24,7 +25,6 @@ from testinfra.utils.ansible_runner import AnsibleRunner
 
 SCENARIO = Path(__file__).resolve().parents[1]
 PROJECT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY") or SCENARIO.parents[1])
-COLUMNS = ("STATUS", "CHECK", "NODE", "COMPONENT", "FOUND", "EXPECTED", "FIX")
 TIMINGS: List[Tuple[str, float]] = []
 
 
@@ -49,34 +49,24 @@ class Row:
         return (self.check, self.node, self.component, self.found)
 
 
-def parse_table(text: str) -> List[Row]:
-    """Rows of the first preflight table printed in ``text`` (Ansible output or the action's msg).
+def report_rows(json_path: str) -> List[Row]:
+    """Every row of a preflight report file (the action writes one per run; the task output
+    shows only failures and warnings). FAIL and WARN upper case, as the output prints them."""
+    data = json.loads(Path(json_path).read_text())
+    rows = []
+    for item in data["rows"]:
+        status = item["status"].upper() if item["status"] in ("fail", "warn") else item["status"]
+        rows.append(Row(status, item["check"], item["node"], item["component"], item["found"], item["expected"],
+                        item["fix"]))
+    assert rows, "a preflight report without rows: %s" % json_path
+    return rows
 
-    The table is fixed-width: each column starts where its name starts in the header line.
-    The header may be indented (the YAML result format indents msg), its rows likewise.
-    """
-    lines = text.splitlines()
-    for index, line in enumerate(lines):
-        stripped = line.lstrip()
-        if not (stripped.startswith("STATUS") and all(name in stripped.split() for name in COLUMNS)):
-            continue
-        indent = len(line) - len(stripped)
-        starts = []
-        position = 0
-        for name in COLUMNS:
-            position = stripped.index(name, position)
-            starts.append(position)
-        rows = []
-        for body in lines[index + 2:]:
-            cells_line = body[indent:]
-            if not body.startswith(" " * indent) or cells_line.split(" ", 1)[0] not in ("pass", "skip", "FAIL", "WARN"):
-                break
-            bounds = list(zip(starts, starts[1:] + [None]))
-            cells = [cells_line[a:b].strip() if b is not None else cells_line[a:].strip() for a, b in bounds]
-            rows.append(Row(*cells))
-        assert rows, "a preflight table header without rows in:\n%s" % text[-4000:]
-        return rows
-    raise AssertionError("no preflight table in the output:\n%s" % text[-4000:])
+
+def report_of(output: str) -> str:
+    """The JSON report named by the summary line in ``output`` (wrapped lines joined)."""
+    match = re.search(r"preflight (?:passed|FAILED) for profile .*?; report: (\S+\.txt)", " ".join(output.split()))
+    assert match, "no preflight summary naming a report in the output:\n%s" % output[-4000:]
+    return match.group(1)[:-len(".txt")] + ".json"
 
 
 def failures(rows: Iterable[Row]) -> List[Row]:
@@ -174,7 +164,7 @@ class Cluster:
         """playbooks/preflight.yml end to end, as an operator runs it."""
         run = ansible_playbook(PROJECT / "playbooks" / "preflight.yml", [self.inventory, *extra_inventories])
         TIMINGS.append(("playbooks/preflight.yml: " + label, run.seconds))
-        run.rows = parse_table(run.output)
+        run.rows = report_rows(report_of(run.output))
         return run
 
     def gate(self, label: str, gather: Optional[str] = None, baseline: Optional[Path] = None,
@@ -191,7 +181,7 @@ class Cluster:
         assert run.rc == 0, "gate.yml failed:\n%s" % run.output[-6000:]
         data = json.loads(out.read_text())
         data["path"] = out
-        data["rows"] = {profile: parse_table(result["msg"]) for profile, result in data["results"].items()}
+        data["rows"] = {profile: report_rows(result["report"]["json"]) for profile, result in data["results"].items()}
         return data
 
 

@@ -17,6 +17,7 @@ Two kinds of run. Both use the same module and the same action:
 from __future__ import annotations
 
 import json
+import subprocess
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
@@ -69,7 +70,8 @@ def test_clean_cluster_passes_the_preflight_playbook(cluster: Cluster, clean_pla
     # What the clean stack is made of was really checked, not skipped.
     for check in ("facts.gathered", "python.version", "torch.version", "deepspeed.version",
                   "megatron_deepspeed.present", "same.python", "same.torch", "same.deepspeed",
-                  "same.megatron_commit", "same.venv", "same.python_executable", "clock.sync", "ssh.from_head"):
+                  "same.megatron_commit", "same.venv", "same.python_executable", "clock.sync", "ssh.from_head",
+                  "torch.files", "deepspeed.files", "megatron_deepspeed.files"):
         assert _statuses(rows, check) == {"pass"}, "%s: %s" % (check, [r for r in rows if r.check == check])
 
 
@@ -224,6 +226,39 @@ def _memlock_restore(cluster: Cluster, node: str) -> None:
     cluster.sh(node, "rm -f %s" % MEMLOCK_DRIFT_FILE)
 
 
+# Damaged installs (issue 17): one file of a package or of the checkout changed in place, not
+# removed. pip's RECORD gives sizes, git's index sizes, mtimes and blob ids (see _integrity).
+def _damage(path_of: Callable[[Cluster, str], str], how: str) -> Tuple[Callable[[Cluster, str], None],
+                                                                       Callable[[Cluster, str], None]]:
+    def apply(cluster: Cluster, node: str) -> None:
+        path = path_of(cluster, node)
+        cluster.sh(node, "mkdir -p %s && cp -p %s %s/damaged-file && %s" % (STASH, path, STASH, how.format(path=path)))
+
+    def restore(cluster: Cluster, node: str) -> None:
+        cluster.sh(node, "cp -p %s/damaged-file %s" % (STASH, path_of(cluster, node)))
+
+    return apply, restore
+
+
+def _torch_library(cluster: Cluster, node: str) -> str:
+    return _site_packages(cluster, node) + "/torch/lib/libtorch_global_deps.so"
+
+
+def _deepspeed_source(cluster: Cluster, node: str) -> str:
+    return _site_packages(cluster, node) + "/deepspeed/launcher/runner.py"
+
+
+def _checkout_file(cluster: Cluster, node: str) -> str:
+    return cluster.megatron_dir + "/megatron/__init__.py"
+
+
+# torch: a shared library cut short (a full disk during an install, a copy stopped half way).
+TORCH_CUT = _damage(_torch_library, "truncate -s 4096 {path}")
+# DeepSpeed: a source file with a line appended (someone patched it in place).
+DEEPSPEED_PATCHED = _damage(_deepspeed_source, "echo '# local patch' >> {path}")
+# The checkout: one tracked file edited to other bytes of the same length (only the content tells).
+CHECKOUT_EDITED = _damage(_checkout_file, "sed -i 's/Stand-in/Stand-ON/' {path} && touch -d '2020-01-01' {path}")
+
 CUDA = "cu117"
 DRIFTS = [
     Drift("driver-standin", 2, "driver", ("driver.version", "same.driver"), _driver, _driver_restore, profile=CUDA),
@@ -243,6 +278,9 @@ DRIFTS = [
           playbook=True),
     Drift("venv-path", 1, "venv", ("same.venv", "same.python_executable"), _venv_path, _venv_path_restore),
     Drift("memlock", 1, "memlock", ("memlock.unlimited",), _memlock, _memlock_restore),
+    Drift("torch-library-cut-short", 1, "torch", ("torch.files",), *TORCH_CUT),
+    Drift("deepspeed-file-patched", 2, "deepspeed", ("deepspeed.files",), *DEEPSPEED_PATCHED),
+    Drift("checkout-file-edited", 1, "megatron_deepspeed", ("megatron_deepspeed.files",), *CHECKOUT_EDITED),
 ]
 
 
@@ -263,7 +301,7 @@ def test_drift_fails_naming_the_node_and_the_component(cluster: Cluster, clean_p
         else:
             gate = cluster.gate(drift.id, gather=node, baseline=clean_gate["path"], extra_inventories=extra)
             verdict = gate["results"][drift.profile]
-            assert verdict["failures"] and verdict["msg"].startswith("preflight FAILED"), verdict["msg"]
+            assert verdict["failures"] and "preflight FAILED" in verdict["msg"], verdict["msg"]
             new = new_failures(gate["rows"][drift.profile], clean_gate["rows"][drift.profile])
             output = verdict["msg"]
             if drift.profile != "cpu":
@@ -276,10 +314,12 @@ def test_drift_fails_naming_the_node_and_the_component(cluster: Cluster, clean_p
     assert {row.node for row in new} == {node}, "failures on nodes that did not change:\n" + shown
     assert drift.component in {row.component for row in new}, shown
     assert set(drift.checks) <= {row.check for row in new}, shown
-    # The table a person reads names them too, one FAIL line per check with node and component.
+    # The output a person reads names them too, one FAIL line per check with node and component.
+    shown_lines = [line.strip() for line in output.splitlines()]
     for row in new:
         if row.check in drift.checks:
             assert row.fix and node in row.fix, row
+            assert any(line.startswith("FAIL %s %s (%s)" % (node, row.component, row.check)) for line in shown_lines), output
     # A CUDA component does not matter to the cpu profile: the same facts pass there.
     assert not other_plane, "the cpu profile failed on a CUDA-only drift:\n" + "\n".join(map(str, other_plane))
 
@@ -309,3 +349,26 @@ def test_cluster_is_clean_again_after_the_matrix(cluster: Cluster, clean_playboo
     run = cluster.preflight("clean again")
     assert {row.key for row in failures(run.rows)} == {row.key for row in failures(clean_playbook.rows)}, run.output[-6000:]
     assert run.rc == clean_playbook.rc
+
+
+def test_stopped_node_is_called_unreachable(cluster: Cluster) -> None:
+    """Issue 17: a node whose container is stopped fails preflight as unreachable, naming the
+    node, its connection (docker container ...) and the connection's last error, not Ansible's
+    "Module result deserialization failed". Last in the file: the node is started again, but its
+    clock and services are not waited for."""
+    node = cluster.nodes[2]
+    subprocess.run(["docker", "kill", node], check=True, stdout=subprocess.DEVNULL)
+    try:
+        run = cluster.preflight("node stopped")
+    finally:
+        subprocess.run(["docker", "start", node], check=True, stdout=subprocess.DEVNULL)
+    assert run.rc != 0, run.output[-6000:]
+    row = next(row for row in run.rows if row.check == "facts.gathered" and row.node == node)
+    assert (row.status, row.component) == ("FAIL", "connection"), row
+    assert row.found.startswith("unreachable over docker container "), row
+    assert node in row.found and "deserialization" not in row.found, row
+    assert "docker start" in row.fix, row
+    lines = [line.strip() for line in run.output.splitlines()]
+    assert any(line.startswith("FAIL %s connection (facts.gathered): found unreachable over docker container" % node)
+               for line in lines), run.output[-6000:]
+    assert "unreachable: %s" % node in " ".join(run.output.split())

@@ -9,6 +9,7 @@ task carrying the args, a mocked connection and play context; run() gets task_va
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 from typing import Any, Dict, Optional
 from unittest.mock import MagicMock
@@ -44,8 +45,28 @@ def make_action(args: Dict[str, Any], check_mode: bool = False) -> ActionModule:
     return ActionModule(task, connection, MagicMock(), loader=None, templar=None, shared_loader_obj=None)
 
 
+REPORTS: Dict[str, str] = {}
+
+
+@pytest.fixture(autouse=True)
+def report_dir(tmp_path, monkeypatch):
+    """Every action run writes its report files under the test's own directory; the output is
+    wrapped as on a terminal of 200 columns (160 at most), whatever runs the tests."""
+    monkeypatch.setenv("COLUMNS", "200")
+    REPORTS["dir"] = str(tmp_path / "reports")
+    yield REPORTS["dir"]
+
+
 def run_action(args: Dict[str, Any], task_vars: Optional[Dict[str, Any]] = None, **kwargs: Any) -> Dict[str, Any]:
+    args = dict(args)
+    args.setdefault("report_dir", REPORTS["dir"])
     return make_action(args, **kwargs).run(task_vars=task_vars or {})
+
+
+def rows_of(result: Dict[str, Any]) -> list:
+    """Every row, from the JSON report file the action wrote (the result does not carry them)."""
+    with open(result["report"]["json"]) as handle:
+        return json.load(handle)["rows"]
 
 
 def clean_args(**extra: Any) -> Dict[str, Any]:
@@ -62,34 +83,59 @@ def clean_args(**extra: Any) -> Dict[str, Any]:
 
 
 @pytest.mark.parametrize("check_mode", [False, True])
-def test_clean_cluster_passes_and_shows_the_table(check_mode):
+def test_clean_cluster_passes_with_one_summary_line_naming_the_report(check_mode, report_dir):
     result = run_action(clean_args(), check_mode=check_mode)
     assert not result.get("failed")
     assert result["changed"] is False
     assert result["failures"] == 0 and result["summary"]["fail"] == 0
     assert result["profile"] == "cu117"
-    assert result["table"].splitlines()[0].split()[0] == "STATUS"
-    assert result["msg"] == result["msg"].splitlines()[0] + "\n" + result["table"]
-    assert result["msg"].splitlines()[0].startswith("preflight passed for profile cu117 on 3 node(s)")
+    assert "rows" not in result and "table" not in result  # printed once, in msg; every row is in the files
+    assert result["msg"].startswith("preflight passed for profile cu117 on 3 node(s)")
+    assert result["msg"].replace("\n     ", " ").endswith("; report: %s" % result["report"]["text"])
+    assert os.path.dirname(result["report"]["text"]) == report_dir
     assert result["_ansible_verbose_always"] is True
-    assert {row["status"] for row in result["rows"]} == {"pass"}
+    assert {row["status"] for row in rows_of(result)} == {"pass"}
+    text = open(result["report"]["text"]).read()
+    assert text.splitlines()[3].split() == ["STATUS", "CHECK", "NODE", "COMPONENT", "FOUND", "EXPECTED"]
+    assert len(text.splitlines()) == 5 + len(rows_of(result))
 
 
-def test_drift_fails_with_the_table_and_a_summary():
+def test_drift_fails_with_one_line_per_failure_and_a_summary():
     facts = make_cluster()
     facts["node3"]["deepspeed"]["version"] = "0.10.0"
     result = run_action(clean_args(facts=facts))
     assert result["failed"] is True
     assert result["failures"] == 2
-    failing = [row for row in result["rows"] if row["status"] == "fail"]
+    failing = [row for row in rows_of(result) if row["status"] == "fail"]
     assert {(row["check"], row["node"], row["component"]) for row in failing} == {
         ("deepspeed.version", "node3", "deepspeed"), ("same.deepspeed", "node3", "deepspeed")}
     lines = result["msg"].splitlines()
-    assert lines[0] == ("preflight FAILED for profile cu117 on 3 node(s): 2 failed, 0 warning(s), "
-                        "%d passed, 0 skipped; failing: node3" % result["summary"]["pass"])
-    assert result["msg"].endswith(result["table"])
-    assert lines[1].split()[0] == "STATUS"
-    assert any(line.startswith("FAIL") and "node3" in line and "0.10.0" in line for line in lines)
+    heads = [line for line in lines if not line.startswith(" ")]
+    assert [line.split(":")[0] for line in heads] == [
+        "FAIL node3 deepspeed (deepspeed.version)", "FAIL node3 deepspeed (same.deepspeed)", "preflight FAILED for profile cu117 on 3 node(s)"]
+    assert " ".join(line.strip() for line in lines).endswith(
+        "preflight FAILED for profile cu117 on 3 node(s): 2 failed, 0 warning(s), %d passed, 0 skipped; failing: node3; "
+        "report: %s" % (result["summary"]["pass"], result["report"]["text"]))
+    assert all(len(line) <= 160 - 8 for line in lines)
+    assert "0.10.0" in heads[0]
+
+
+@pytest.mark.parametrize("verbosity, passes", [(0, False), (1, True)])
+def test_pass_lines_only_with_verbosity(monkeypatch, verbosity, passes):
+    from ansible_collections.megatron_ds.cluster.plugins.action import preflight as action
+
+    monkeypatch.setattr(action.display, "verbosity", verbosity)
+    result = run_action(clean_args())
+    assert any(line.startswith("pass all driver (driver.version)") for line in result["msg"].splitlines()) is passes
+
+
+def test_an_unwritable_report_dir_keeps_the_verdict_and_says_why(tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    result = run_action(clean_args(report_dir=str(blocker / "reports")))
+    assert not result.get("failed")
+    assert result["report"]["text"] is None and "preflight_report_dir" in result["report"]["error"]
+    assert "no report: cannot write to %s" % (blocker / "reports") in result["msg"].replace("\n     ", " ")
 
 
 @pytest.mark.parametrize("fail_on_warn, failed", [(False, False), (True, True)])
@@ -100,7 +146,9 @@ def test_fail_on_warn(fail_on_warn, failed):
     assert bool(result.get("failed")) is failed
     assert result["summary"]["warn"] == 1
     if failed:
-        assert "(fail_on_warn is true)" in result["msg"].splitlines()[0]
+        text = " ".join(result["msg"].split())
+        assert text.count("preflight passed") + text.count("preflight FAILED") == 1
+        assert "(fail_on_warn is true); report: " in text
 
 
 def test_unreachable_result_becomes_a_failing_row():
@@ -109,9 +157,32 @@ def test_unreachable_result_becomes_a_failing_row():
     facts["node2"] = {"unreachable": True, "msg": "Failed to connect to the host via ssh"}
     result = run_action(clean_args(facts=facts))
     assert result["failed"] is True
-    failing = [row for row in result["rows"] if row["status"] == "fail"]
+    failing = [row for row in rows_of(result) if row["status"] == "fail"]
     assert [(row["check"], row["node"]) for row in failing] == [("facts.gathered", "node2")]
-    assert "Failed to connect" in failing[0]["found"]
+    assert failing[0]["found"] == "unreachable over ssh node2:22: Failed to connect to the host via ssh"
+
+
+def test_the_connection_of_an_unreachable_node_comes_from_its_hostvars():
+    facts: Dict[str, Any] = dict(make_cluster())
+    facts["node3"] = {"failed": True, "msg": "Module result deserialization failed: No start of json char found",
+                      "module_stderr": "Error response from daemon: container 9f2 is not running"}
+    hostvars = {node: {"ansible_connection": "community.docker.docker", "ansible_host": "sim-" + node} for node in NODES}
+    result = run_action(clean_args(facts=facts), task_vars={"hostvars": hostvars})
+    line = " ".join(result["msg"].split())
+    assert ("FAIL node3 connection (facts.gathered): found unreachable over docker container sim-node3: Error "
+            "response from daemon: container 9f2 is not running; expected node3 answers over docker container sim-node3; "
+            "fix: start the container (docker start sim-node3)") in line
+    assert "; unreachable: node3; report: " in line
+
+
+@pytest.mark.parametrize("hostvars, expected", [
+    ({"n1": {"ansible_host": "10.0.0.1", "ansible_user": "ops"}}, {"n1": "ssh ops@10.0.0.1:22"}),
+    ({}, {"n1": "ssh n1:22"}),  # a host without variables
+])
+def test_connections_from_hostvars(hostvars, expected):
+    from ansible_collections.megatron_ds.cluster.plugins.action.preflight import connections_from_hostvars
+
+    assert connections_from_hostvars(hostvars, ["n1"]) == expected
 
 
 def test_h200_like_single_node_on_cu130():
@@ -137,7 +208,7 @@ def test_default_facts_come_from_the_play_hosts_hostvars():
     task_vars = {"hostvars": hostvars, "ansible_play_hosts_all": list(NODES)}
     result = run_action(clean_args(facts=None), task_vars)
     assert not result.get("failed"), result["msg"]
-    assert "other" not in {row["node"] for row in result["rows"]}
+    assert "other" not in {row["node"] for row in rows_of(result)}
 
 
 def test_default_facts_missing_on_a_play_host_fail_that_host():
@@ -146,7 +217,7 @@ def test_default_facts_missing_on_a_play_host_fail_that_host():
     task_vars = {"hostvars": hostvars, "ansible_play_hosts_all": list(NODES)}
     result = run_action({"profile": "cu117"}, task_vars)
     assert result["failed"] is True
-    assert [(r["check"], r["node"]) for r in result["rows"] if r["status"] == "fail"] == [("facts.gathered", "node2")]
+    assert [(r["check"], r["node"]) for r in rows_of(result) if r["status"] == "fail"] == [("facts.gathered", "node2")]
 
 
 @pytest.mark.parametrize(

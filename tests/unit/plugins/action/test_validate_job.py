@@ -5,11 +5,12 @@
 playbooks/validate.yml through ansible-playbook on the guide's fixtures."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 from unittest.mock import MagicMock
 
 import pytest
@@ -19,10 +20,20 @@ from ansible.template import Templar
 
 from ansible_collections.megatron_ds.cluster.plugins.action import validate_job as validate_job_action
 from ansible_collections.megatron_ds.cluster.plugins.action.validate_job import ActionModule
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _report
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 GUIDE = os.path.join(ROOT, "tests", "fixtures", "guide")
 NODES = ["gpu%02d" % i for i in range(1, 9)]
+
+
+@pytest.fixture(autouse=True)
+def report_dir(tmp_path, monkeypatch):
+    """The report files of every run go under the test's own directory, not the user's."""
+    directory = str(tmp_path / "reports")
+    monkeypatch.setattr(_report, "DEFAULT_DIR", directory)
+    monkeypatch.setenv("COLUMNS", "200")  # wrapped as on a wide terminal, whatever runs the tests
+    return directory
 
 
 def make_action(args: Dict[str, Any], check_mode: bool = False) -> ActionModule:
@@ -41,6 +52,14 @@ def make_action(args: Dict[str, Any], check_mode: bool = False) -> ActionModule:
 
 def run_action(args: Dict[str, Any], task_vars: Optional[Dict[str, Any]] = None, **kwargs: Any) -> Dict[str, Any]:
     return make_action(args, **kwargs).run(task_vars=task_vars if task_vars is not None else {})
+
+
+def rejected(args: Dict[str, Any], task_vars: Optional[Dict[str, Any]] = None) -> Tuple[str, Dict[str, Any]]:
+    """Run a job that fails validation: (the message with its wrapped lines joined, the result).
+    The action returns the failure (Ansible prints it once) instead of raising it."""
+    result = run_action(args, task_vars)
+    assert result.get("failed") is True, result.get("msg")
+    return " ".join(line.strip() for line in result["msg"].splitlines()), result
 
 
 def inventory_vars(**spec: Any) -> Dict[str, Any]:
@@ -63,7 +82,8 @@ def test_inventory_spec_passes(check_mode):
     result = run_action({"gpu_memory_mib": 81920, "deepspeed_version": "0.19.6"}, inventory_vars(), check_mode=check_mode)
     assert not result.get("failed")
     assert result["changed"] is False and result["failed_checks"] == 0
-    assert result["msg"] == "Job validation passed (0 warning(s))"
+    assert result["msg"].startswith("Job validation passed: 0 failed, 0 warning(s), ")
+    assert result["msg"].replace("\n     ", " ").endswith("; report: %s" % result["report"]["text"])
     assert result["source"]["nodes"] == "inventory group megatron_nodes"
     assert result["source"]["megatron_deepspeed_era"] == "head"
     assert result["derived"]["world_size"] == 64 and result["derived"]["gradient_accumulation_steps"] == 64
@@ -73,12 +93,10 @@ def test_inventory_spec_passes(check_mode):
 def test_inventory_values_reach_the_checks():
     task_vars = inventory_vars(tensor_parallel="4", pipeline_parallel=2, no_pipeline_parallel=False,
                                zero_stage=3, micro_batch_size=2, global_batch_size=256)
-    with pytest.raises(AnsibleActionFail) as raised:
-        run_action({"deepspeed_version": "0.19.6"}, task_vars)
-    message = str(raised.value)
+    message, result = rejected({"deepspeed_version": "0.19.6"}, task_vars)
     assert "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism" in message
-    assert raised.value.result["failed_checks"] == 1
-    assert raised.value.result["source"]["spec"] == "inventory variables"
+    assert result["failed_checks"] == 1
+    assert result["source"]["spec"] == "inventory variables"
 
 
 def test_profile_picks_the_deepspeed_version():
@@ -127,13 +145,11 @@ def test_gpu_facts_give_memory_and_gpu_count():
     assert memory["status"] == "pass" and "of 40.0 GiB" in memory["expected"]
     assert "GPU memory from gpu_stack_facts: 40960 MiB (the smallest GPU)" in result["source"]["notes"]
     task_vars["hostvars"]["gpu05"]["gpu_stack_facts"]["gpus"]["count"] = 4
-    with pytest.raises(AnsibleActionFail, match="ranks per node <= GPUs per node"):
-        run_action({"deepspeed_version": "0.19.6"}, task_vars)
+    assert "ranks per node <= GPUs per node" in rejected({"deepspeed_version": "0.19.6"}, task_vars)[0]
 
 
 def test_no_nodes_anywhere():
-    with pytest.raises(AnsibleActionFail, match="cluster shape known"):
-        run_action({"deepspeed_version": "0.19.6"}, {})
+    assert "cluster shape known" in rejected({"deepspeed_version": "0.19.6"}, {})[0]
 
 
 def test_fail_on_error_false_returns_the_findings():
@@ -144,8 +160,7 @@ def test_fail_on_error_false_returns_the_findings():
 
 
 def test_resume_arguments():
-    with pytest.raises(AnsibleActionFail, match="ds_to_universal"):
-        run_action({"resume_tp": 4, "resume_pp": 1, "deepspeed_version": "0.19.6"}, inventory_vars())
+    assert "ds_to_universal" in rejected({"resume_tp": 4, "resume_pp": 1, "deepspeed_version": "0.19.6"}, inventory_vars())[0]
     with pytest.raises(AnsibleActionFail, match="resume_pp"):
         run_action({"resume_tp": 4}, inventory_vars())
 
@@ -158,10 +173,15 @@ def test_resume_arguments():
 def test_guide_job_is_rejected_listing_every_failure():
     args = {"script": os.path.join(GUIDE, "train.sh"), "ds_config_file": os.path.join(GUIDE, "ds_config.json"),
             "gpu_memory_mib": 81920}
-    with pytest.raises(AnsibleActionFail) as raised:
-        run_action(args, {})
-    message = str(raised.value)
-    assert message.startswith("Job validation failed: 8 check(s)")
+    result = run_action(args, {})
+    assert result["failed"] is True
+    lines = result["msg"].splitlines()
+    heads = [line for line in lines if not line.startswith(" ")]
+    # One wrapped line per failing or warning check (8 + 3), the summary last, within 160 columns.
+    assert [line.split()[0] for line in heads[:-1]] == ["FAIL"] * 8 + ["WARN"] * 3
+    assert heads[-1].startswith("Job validation failed: 8 check(s)")
+    assert max(len(line) for line in lines) <= 160
+    message = " ".join(line.strip() for line in lines)
     for words in ("--batch-size argument is no longer valid, use --micro-batch-size instead",
                   "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism",
                   "ds_config 256, global batch 8",
@@ -170,9 +190,14 @@ def test_guide_job_is_rejected_listing_every_failure():
                   "asserts args.micro_batch_size is not None",
                   "ds_config activation_checkpointing.partition_activations"):
         assert words in message
-    assert "Every check:" in message and "8 fail, 3 warn" in message
-    result = raised.value.result
-    assert result["failed_checks"] == 8 and len(result["findings"]) > 8
+    assert "8 failed, 3 warning(s)" in message
+    # The findings are not in the failed result (Ansible would print them a second time): every
+    # one of them is in the report files.
+    assert result["failed_checks"] == 8 and "findings" not in result
+    with open(result["report"]["json"]) as handle:
+        report = json.load(handle)
+    assert len(report["rows"]) > 8 and report["counts"]["fail"] == 8
+    assert message.endswith("report: %s" % result["report"]["text"])
     assert result["source"]["nodes"] == "the script's --num_nodes"
     assert result["source"]["deepspeed_version"] == "0.9.2"
 
@@ -238,7 +263,7 @@ def _playbook(*extra: str) -> subprocess.CompletedProcess:
         pytest.skip("ansible-playbook is not installed next to this Python")
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_COLLECTIONS_PATH=_collections_path())
-    command = [binary, "playbooks/validate.yml", "-i", "localhost,"] + list(extra)
+    command = [binary, "playbooks/validate.yml", "-i", "localhost,", "-e", "validate_report_dir=%s" % _report.DEFAULT_DIR] + list(extra)
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
 
 
@@ -255,7 +280,7 @@ def test_playbook_passes_the_corrected_guide():
     proc = _playbook("-e", "megatron_job_script=tests/fixtures/guide/train.corrected.sh",
                      "-e", "validate_gpu_memory_mib=81920")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "0 fail, 0 warn, 17 pass" in proc.stdout
+    assert "Job validation passed: 0 failed, 0 warning(s), 17 passed; report: %s" % _report.DEFAULT_DIR in " ".join(proc.stdout.split())
 
 
 def test_untemplatable_spec_variable_names_it():

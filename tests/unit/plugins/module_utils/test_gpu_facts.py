@@ -267,9 +267,11 @@ def test_nccl_header(rel, expected):
 
 # --------------------------------------------------------------------------- torch's numbers
 @pytest.mark.parametrize("value, expected", [
-    (8500, "8.5.0"),      # torch 1.13.1+cu117 (FACTS.md H)
+    (8500, "8.5.0"),      # torch 1.13.1+cu117 (docs/upstream-facts.md §H)
     (91900, "9.19.0"),    # torch 2.11.0+cu130 on the H200 host
     (8907, "8.9.7"),
+    (90000, "9.0.0"),     # the first cuDNN 9 code: MAJOR*10000 from here on (cudnn_version.h)
+    (89999, "89.9.99"),   # no cuDNN 8 code reaches this; it would read as MAJOR*1000
     (None, None),
     (0, None),
     (True, None),
@@ -284,7 +286,10 @@ def test_torch_cudnn_int_to_version(value, expected):
     ((2, 14, 3, ""), "2.14.3"),
     (2708, "2.7.8"),          # old torch: NCCL_VERSION code up to 2.8
     (21403, "2.14.3"),
+    (20900, "2.9.0"),     # NCCL 2.9 switched to X*10000 + Y*100 + Z (nccl.h NCCL_VERSION)
+    (2804, "2.8.4"),      # the last of the X*1000 codes
     ([2, 28], None),
+    (True, None),
     (None, None),
 ])
 def test_torch_nccl_to_version(value, expected):
@@ -584,12 +589,13 @@ def test_nvswitch_detection(tmp_path, proc_devices, dev_nodes, expected):
      {("dpkg-query",): (0, "nvidia-fabricmanager-535 535.129.03-1 ii \n", ""),
       ("systemctl", "is-active"): (3, "failed\n", "")},
      {"installed": True, "version": "535.129.03", "active": False}),
-    # the recorded Debian 12 container: no package, unit unknown to systemd
+    # the recorded Debian 12 container: no package listed by dpkg, so neither dpkg-query nor
+    # systemctl runs (their answers, recorded there, are not asked for)
     (["/usr/bin/dpkg-query", "/usr/bin/systemctl"],
      {("dpkg-query",): (1, "", fixture("debian12-systemd-container/dpkg-query-nvidia-fabricmanager.stderr.txt")),
       ("systemctl", "is-active"): (3, fixture("debian12-systemd-container/systemctl-is-active-nvidia-fabricmanager.txt"),
                                    "")},
-     {"installed": False, "version": None, "active": False}),
+     {"installed": False, "version": None, "active": None}),
     # systemctl present but no systemd running (this CI machine, the H200 host's containers)
     (["/usr/bin/systemctl"],
      {("systemctl", "is-active"): (1, "", "System has not been booted with systemd as init system (PID 1). Can't operate.\n")},
@@ -599,7 +605,13 @@ def test_nvswitch_detection(tmp_path, proc_devices, dev_nodes, expected):
 def test_fabric_manager(tmp_path, tools, answers, expected):
     for path in tools:
         tool(tmp_path, path)
-    assert gf.collect_fabric_manager(host_for(tmp_path, Runner(answers))) == expected
+    for (program, *_args), (_rc, out, _err) in answers.items():
+        if program == "dpkg-query" and "nvidia-fabricmanager" in out:
+            put(tmp_path, "/var/lib/dpkg/info/%s.list" % out.split()[0])  # what dpkg keeps per installed package
+    runner = Runner(answers)
+    assert gf.collect_fabric_manager(host_for(tmp_path, runner)) == expected
+    if not expected["installed"]:
+        assert runner.calls == []  # a node without fabric manager costs no process
 
 
 # --------------------------------------------------------------------------- InfiniBand sysfs
@@ -644,6 +656,7 @@ def test_peermem(tmp_path, modules, loaded):
 
 
 # --------------------------------------------------------------------------- Megatron commit
+NO_FILES = {"source": None, "checked": 0, "bad_count": 0, "bad": [], "error": None}
 SHA_A = "4efb479d" * 5
 SHA_B = "9446eaac" * 5
 
@@ -667,7 +680,12 @@ def test_commit_from_git_files(tmp_path, files, expected):
     for rel, text in files.items():
         put(tmp_path, rel if rel.startswith("/") else "/opt/mds/" + rel, text)
     facts = gf.collect_megatron(host_for(tmp_path), "/opt/mds")
+    files = facts.pop("files")
     assert facts == {"path": "/opt/mds", "commit": expected, "present": True}
+    # These trees have a git directory but no index: nothing to compare, and it says so.
+    assert files == (dict(NO_FILES) if not files["source"] else dict(
+        NO_FILES, source=files["source"], error="no git index at %s" % files["source"]))
+    assert files["source"] in (None, "/opt/mds/.git/index", "/srv/main/.git/worktrees/mds/index")
 
 
 @pytest.mark.parametrize("make, present", [(False, False), (True, False)])
@@ -675,7 +693,7 @@ def test_megatron_absent_or_not_a_checkout(tmp_path, make, present):
     if make:
         put(tmp_path, "/opt/mds/README.md")
     facts = gf.collect_megatron(host_for(tmp_path), "/opt/mds")
-    assert facts == {"path": "/opt/mds", "commit": None, "present": present}
+    assert facts == {"path": "/opt/mds", "commit": None, "present": present, "files": NO_FILES}
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
@@ -690,7 +708,10 @@ def test_commit_from_git_rev_parse_matches_a_real_repository(tmp_path):
     head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], check=True, stdout=subprocess.PIPE,
                           universal_newlines=True).stdout.strip()
     host = gf.Host(root="/", timeout=10)
-    assert gf.collect_megatron(host, str(repo)) == {"path": str(repo), "commit": head, "present": True}
+    facts = gf.collect_megatron(host, str(repo))
+    files = facts.pop("files")
+    assert facts == {"path": str(repo), "commit": head, "present": True}
+    assert files == dict(NO_FILES, source=str(repo / ".git" / "index"), checked=1)
     # the same answer without git: packed-refs only, since pack-refs removed the loose ref
     assert gf.read_git_commit(host, str(repo)) == head
 
@@ -812,7 +833,8 @@ def test_probe_failures_are_reported_not_raised(tmp_path, answer, error_part):
     errors: List[str] = []
     stack = gf.collect_python_stack(host_for(tmp_path, Runner({("python",): answer})), "/venv", errors, "import")
     assert error_part in stack["torch"]["error"] and error_part in stack["deepspeed"]["error"]
-    assert stack["apex"] == {"present": False, "cuda_ext": False, "error": stack["torch"]["error"], "source": "import"}
+    assert stack["apex"] == {"present": False, "cuda_ext": False, "error": stack["torch"]["error"], "source": "import",
+                             "files": NO_FILES}
     assert errors and error_part in errors[0]
 
 
@@ -824,16 +846,17 @@ def test_probe_in_a_real_venv_without_torch(tmp_path):
     assert stack["python"] == {"version": "%d.%d.%d" % sys.version_info[:3], "executable": str(venv / "bin/python"),
                                "source": "import"}
     assert stack["torch"] == {"version": None, "cuda": None, "cudnn": None, "nccl": None,
-                              "error": "ModuleNotFoundError: No module named 'torch'", "source": "import"}
+                              "error": "ModuleNotFoundError: No module named 'torch'", "source": "import",
+                              "files": NO_FILES}
     assert stack["deepspeed"] == {"version": None, "error": "ModuleNotFoundError: No module named 'deepspeed'",
-                                  "source": "import"}
+                                  "source": "import", "files": NO_FILES}
     assert stack["apex"] == {"present": False, "cuda_ext": False, "error": "ModuleNotFoundError: No module named 'apex'",
-                             "source": "import"}
+                             "source": "import", "files": NO_FILES}
 
 
 def test_probe_keeps_stdout_clean_and_tells_pypi_apex_from_nvidia_apex(tmp_path):
     # Stand-ins for two behaviours of real packages that this machine cannot install: DeepSpeed
-    # prints while importing, and PyPI's 'apex' (a Pyramid toolkit, FACTS.md F) has no
+    # prints while importing, and PyPI's 'apex' (a Pyramid toolkit, docs/upstream-facts.md §F) has no
     # apex.normalization. Both are plain Python packages, not NVIDIA tools.
     venv = make_venv(tmp_path / "venv")
     site = site_packages(venv)
@@ -846,7 +869,9 @@ def test_probe_keeps_stdout_clean_and_tells_pypi_apex_from_nvidia_apex(tmp_path)
     errors: List[str] = []
     stack = gf.collect_python_stack(gf.Host(root="/", timeout=60), str(venv), errors, "import")
     assert errors == []
+    files = stack["deepspeed"].pop("files")
     assert stack["deepspeed"] == {"version": "0.9.2", "error": None, "source": "import"}
+    assert files == NO_FILES  # a package without a dist-info: no RECORD to compare
     assert stack["apex"]["present"] is False
     assert "is not NVIDIA apex" in stack["apex"]["error"]
 
@@ -1013,7 +1038,9 @@ def test_editable_deepspeed_is_found_in_its_source_tree(tmp_path):
                  json.dumps({"url": "file:///src/DeepSpeed", "dir_info": {"editable": True}}),
              "__editable__.deepspeed-0.16.1.pth": "/src/DeepSpeed\n"}
     stack, _errors, _runner = files_stack(tmp_path, files)
+    record = stack["deepspeed"].pop("files")
     assert stack["deepspeed"] == {"version": "0.16.1", "error": None, "source": "files"}
+    assert record["error"].startswith("no RECORD in ")  # this test tree has no RECORD; pip always writes one
     # The same dist-info whose checkout is gone is a broken install.
     shutil.rmtree(str(tmp_path / "src"))
     stack = gf.collect_python_stack(host_for(tmp_path), "/venv", [], "files")
@@ -1120,7 +1147,7 @@ def test_empty_root_gives_empty_facts_and_no_exception(tmp_path):
     assert facts["cudnn"] == {"version": None, "source": None}
     assert facts["nccl"] == {"version": None, "source": None, "library": None}
     assert facts["torch"]["version"] is None and facts["deepspeed"]["version"] is None
-    assert facts["megatron_deepspeed"] == {"path": "/opt/mds", "commit": None, "present": False}
+    assert facts["megatron_deepspeed"] == {"path": "/opt/mds", "commit": None, "present": False, "files": NO_FILES}
     assert facts["apex"]["present"] is False
     assert facts["infiniband"] == {"hcas": [], "peermem_loaded": False}
     assert facts["nvswitch"] == {"present": False, "count": 0}

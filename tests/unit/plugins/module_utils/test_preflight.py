@@ -12,7 +12,9 @@ from typing import Any, Callable, Dict, List, Optional
 
 import pytest
 
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _gpu_facts
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _preflight as pf
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _report
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _stack_profiles
 
 NODES = ("node1", "node2", "node3")
@@ -20,11 +22,16 @@ FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures",
 
 # What a node built for a profile reports where the profile only pins a series (nvcc's own
 # component version, torch's bundled libraries). Real values: nvcc 11.7.99 ships with CUDA
-# 11.7.1 (FACTS.md H), 13.0.88 with 13.0 (the GPU validation host).
+# 11.7.1 (docs/upstream-facts.md §H), 13.0.88 with 13.0 (the GPU validation host).
 NVCC = {"cu117": "11.7.99", "cu121": "12.1.105", "cu130": "13.0.88"}
 TORCH_CUDNN = {"cu117": "8.5.0", "cu121": "8.9.2", "cu130": "9.19.0"}
 TORCH_NCCL = {"cu117": "2.14.3", "cu121": "2.18.1", "cu130": "2.28.9"}
 DRIVER_FM_PROFILES = ("cu117", "cu121", "cu130")
+
+
+def whole(checked: int, source: Optional[str]) -> Dict[str, Any]:
+    """gpu_stack_facts' ``files`` of an install that matches its record (pip's RECORD, git's index)."""
+    return {"source": source, "checked": checked, "bad_count": 0, "bad": [], "error": None}
 
 
 def make_node(profile_name: str, hostname: str) -> Dict[str, Any]:
@@ -71,11 +78,15 @@ def make_node(profile_name: str, hostname: str) -> Dict[str, Any]:
             "cudnn": TORCH_CUDNN.get(profile_name),
             "nccl": TORCH_NCCL.get(profile_name),
             "error": None,
+            "files": whole(20817, venv + "/lib/python3/site-packages/torch-x.dist-info/RECORD"),
         },
-        "deepspeed": {"version": profile["deepspeed"]["pip"].partition("==")[2], "error": None},
+        "deepspeed": {"version": profile["deepspeed"]["pip"].partition("==")[2], "error": None,
+                      "files": whole(1190, venv + "/lib/python3/site-packages/deepspeed-x.dist-info/RECORD")},
         "venv": venv,
-        "megatron_deepspeed": {"path": "/opt/megatron/Megatron-DeepSpeed", "commit": "9446eaac", "present": True},
-        "apex": {"present": gpu, "cuda_ext": gpu},
+        "megatron_deepspeed": {"path": "/opt/megatron/Megatron-DeepSpeed", "commit": "9446eaac", "present": True,
+                               "files": whole(1342, "/opt/megatron/Megatron-DeepSpeed/.git/index")},
+        "apex": {"present": gpu, "cuda_ext": gpu,
+                 "files": whole(260, venv + "/lib/python3/site-packages/apex-0.1.dist-info/RECORD") if gpu else whole(0, None)},
         "infiniband": {
             "hcas": [
                 {"name": "mlx5_%d" % i, "ports": [{"port": 1, "state": "Active", "phys_state": "LinkUp",
@@ -341,9 +352,70 @@ def test_unreachable_node_is_one_fail_row_and_is_left_out_of_the_rest():
     cluster["node2"] = {"unreachable": True, "msg": "Failed to connect to the host via ssh: timeout"}
     rows = run(cluster)
     failed = by_status(rows, pf.FAIL)
-    assert [(row.check, row.node, row.component) for row in failed] == [("facts.gathered", "node2", "facts")]
-    assert "timeout" in failed[0].found
+    assert [(row.check, row.node, row.component) for row in failed] == [("facts.gathered", "node2", "connection")]
+    assert failed[0].found == "unreachable over ssh node2:22: Failed to connect to the host via ssh: timeout"
     assert not [row for row in rows if row.node == "node2" and row.check != "facts.gathered"]
+    assert pf.summary_line(rows, "cu117").endswith("; failing: node2; unreachable: node2")
+
+
+# What Ansible registers for a node it cannot reach, per connection plugin.
+DOCKER_STOPPED = {  # community.docker.docker, container stopped: a "module failure", not unreachable
+    "failed": True, "msg": "Module result deserialization failed: No start of json char found", "rc": 1,
+    "module_stdout": "", "module_stderr": "Error response from daemon: container 6c3f0a is not running\n"}
+SSH_DOWN = {"unreachable": True, "changed": False,
+            "msg": "Failed to connect to the host via ssh: ssh: connect to host 10.0.0.13 port 22: Connection refused"}
+
+
+@pytest.mark.parametrize("raw, error", [
+    (SSH_DOWN, "Failed to connect to the host via ssh: ssh: connect to host 10.0.0.13 port 22: Connection refused"),
+    (DOCKER_STOPPED, "Error response from daemon: container 6c3f0a is not running"),
+    (dict(DOCKER_STOPPED, module_stderr="Error response from daemon: No such container: node3"),
+     "Error response from daemon: No such container: node3"),
+    ({"failed": True, "msg": "MODULE FAILURE", "module_stderr": "ssh: Could not resolve hostname gpu9: Name or service not known"},
+     "ssh: Could not resolve hostname gpu9: Name or service not known"),
+    ({"unreachable": True}, "no error message"),
+    # The node answered and the module failed: not a connection problem.
+    ({"failed": True, "msg": "gpu_stack_facts: timeout is 0; give a positive number of seconds per command"}, None),
+    ({"changed": False, "ansible_facts": {}}, None),
+    (None, None),
+])
+def test_unreachable_error(raw, error):
+    assert pf.unreachable_error(raw) == error
+
+
+@pytest.mark.parametrize("variables, described", [
+    ({"ansible_connection": "community.docker.docker", "ansible_host": None}, "docker container node3"),
+    ({"ansible_connection": "community.docker.docker", "ansible_host": "pfbench-node3"}, "docker container pfbench-node3"),
+    ({"ansible_connection": "docker"}, "docker container node3"),
+    ({}, "ssh node3:22"),
+    ({"ansible_host": "10.0.0.13", "ansible_port": 2222, "ansible_user": "ops"}, "ssh ops@10.0.0.13:2222"),
+    ({"ansible_connection": "ansible.builtin.ssh", "ansible_host": "gpu3.example"}, "ssh gpu3.example:22"),
+    ({"ansible_connection": "local"}, "local"),
+    ({"ansible_connection": "community.general.lxd", "ansible_host": "c3"}, "community.general.lxd c3"),
+    (None, "ssh node3:22"),
+])
+def test_describe_connection(variables, described):
+    assert pf.describe_connection("node3", variables) == described
+
+
+@pytest.mark.parametrize("raw, connection, found, fix", [
+    (DOCKER_STOPPED, "docker container node3",
+     "unreachable over docker container node3: Error response from daemon: container 6c3f0a is not running",
+     "start the container (docker start node3), then rerun playbooks/preflight.yml"),
+    (SSH_DOWN, "ssh ops@10.0.0.13:22",
+     "unreachable over ssh ops@10.0.0.13:22: Failed to connect to the host via ssh: ssh: connect to host 10.0.0.13 "
+     "port 22: Connection refused",
+     "ssh -p 22 ops@10.0.0.13 true must work"),
+])
+def test_stopped_node_is_called_unreachable_with_its_connection(raw, connection, found, fix):
+    cluster: Dict[str, Any] = make_cluster()
+    cluster["node3"] = raw
+    options = dict(full_options(), connections={"node3": connection})
+    row = row_for(run(cluster, options=options), "facts.gathered", "node3")
+    assert (row.status, row.component, row.found) == (pf.FAIL, "connection", found)
+    assert row.expected == "node3 answers over %s" % connection
+    assert fix in row.fix
+    assert "deserialization" not in row.found
 
 
 @pytest.mark.parametrize(
@@ -509,29 +581,33 @@ def test_fabric_manager_skipped_without_nvswitch():
 
 
 @pytest.mark.parametrize(
-    "raw, kind, dotted",
+    "cudnn_code, nccl_raw, cudnn, nccl",
     [
-        ("8500", "cudnn", "8.5.0"),
-        ("91900", "cudnn", "9.19.0"),
-        ("22809", "nccl", "2.28.9"),
-        ("2804", "nccl", "2.8.4"),
-        ("2.16.5", "nccl", "2.16.5"),
-        (None, "nccl", None),
+        (91900, [2, 28, 9], "9.19.0", "2.28.9"),  # the H200 host: torch 2.11 returns a tuple (a list in JSON)
+        (90000, 22809, "9.0.0", "2.28.9"),  # cuDNN 9 and NCCL >= 2.9 codes: X*10000 + Y*100 + Z
+        (8907, 2804, "8.9.7", "2.8.4"),  # cuDNN 8 and NCCL <= 2.8 codes: X*1000 + Y*100 + Z
     ],
 )
-def test_library_codes_become_versions(raw, kind, dotted):
-    assert pf._code_to_version(raw, kind) == dotted
-
-
-def test_torch_nccl_as_a_tuple_is_read():
+def test_library_codes_are_decoded_once_on_the_node(cudnn_code, nccl_raw, cudnn, nccl):
+    """The import probe's raw codes are decoded by gpu_stack_facts on the node
+    (_gpu_facts.parse_probe_output); the gate reads the dotted value it gets, unchanged."""
+    probe = {"python": {"version": "3.12.3"},
+             "torch": {"version": "2.11.0+cu130", "cuda": "13.0", "cudnn": cudnn_code, "nccl": nccl_raw},
+             "deepspeed": {"version": "0.18.2"}, "apex": {}}
+    decoded = _gpu_facts.parse_probe_output(json.dumps(probe))["torch"]
+    assert (decoded["cudnn"], decoded["nccl"]) == (cudnn, nccl)
     cluster = make_cluster("cu130")
     for facts in cluster.values():
-        facts["torch"]["nccl"] = [2, 28, 9]
-        facts["torch"]["cudnn"] = 91900
+        facts["torch"].update(cudnn=decoded["cudnn"], nccl=decoded["nccl"])
     rows = run(cluster, "cu130")
-    assert row_for(rows, "nccl.torch", "node1").found == "2.28.9"
-    assert row_for(rows, "cudnn.torch", "node1").found == "9.19.0"
-    assert by_status(rows, pf.FAIL) == []
+    assert row_for(rows, "nccl.torch", "node1").found == nccl
+    assert row_for(rows, "same.torch_cudnn", "node1").found == cudnn
+
+
+def test_the_gate_has_no_decoder_of_its_own():
+    """Decoding lives in _gpu_facts only (issue 14): _preflight has no second copy with other thresholds."""
+    assert not hasattr(pf, "_code_to_version")
+    assert pf._version({"torch": {"cudnn": "9.19.0"}}, "torch", "cudnn") == "9.19.0"
 
 
 def test_torch_label_on_cpu_profile_is_only_a_warning():
@@ -652,7 +728,7 @@ def _header_version(name: str, prefix: str, patch: str) -> str:
 def h200_facts(deepspeed: str) -> Dict[str, Any]:
     """gpu_stack_facts of the 2 x H200 host, read from the recorded outputs.
 
-    What the recordings do not cover comes from FACTS.md G: DeepSpeed (0.17.5 and 0.19.6 ran
+    What the recordings do not cover comes from docs/upstream-facts.md §G: DeepSpeed (0.17.5 and 0.19.6 ran
     there as wheels), apex HEAD built with its CUDA extensions, a Megatron-DeepSpeed HEAD
     checkout. There is no NVSwitch, fabric manager, InfiniBand or systemd (no clock state).
     """
@@ -684,8 +760,10 @@ def h200_facts(deepspeed: str) -> Dict[str, Any]:
         "cudnn": {"version": _header_version("system-usr-include-cudnn_version.h", "CUDNN", "PATCHLEVEL"), "source": "header"},
         "nccl": {"version": _header_version("system-usr-include-nccl.h", "NCCL", "PATCH"), "source": "header",
                  "library": "/lib/x86_64-linux-gnu/libnccl.so.2"},
-        "torch": {"version": torch_info["torch"], "cuda": torch_info["torch_cuda"], "cudnn": str(torch_info["cudnn"]),
-                  "nccl": ".".join(str(p) for p in torch_info["nccl"]), "error": None},
+        # torch's codes as gpu_stack_facts decodes them on the node (never in the gate).
+        "torch": {"version": torch_info["torch"], "cuda": torch_info["torch_cuda"],
+                  "cudnn": _gpu_facts.cudnn_version_from_int(torch_info["cudnn"]),
+                  "nccl": _gpu_facts.nccl_version_from_torch(torch_info["nccl"]), "error": None},
         "deepspeed": {"version": deepspeed, "error": None},
         "venv": venv,
         "megatron_deepspeed": {"path": "/opt/megatron/Megatron-DeepSpeed", "commit": "4efb479d", "present": True},
@@ -751,33 +829,28 @@ def test_h200_with_one_gpu_in_the_hostfile_fails_slots():
 # ---------------------------------------------------------------------------------------
 
 
-def test_table_collapses_passes_and_lists_failures_per_node():
+def test_terminal_form_fits_160_columns_and_lists_failures_per_node():
+    """The default output (module_utils/_report.py): one wrapped line per failing row, nothing
+    for the passes, within 160 columns, though the cu117 EXPECTED and FIX cells are long."""
     cluster = make_cluster()
     cluster["node3"]["torch"]["version"] = "1.13.0+cu117"
     rows = run(cluster)
-    table = pf.format_table(rows)
-    lines = table.splitlines()
-    header = lines[0]
-    assert header.split() == ["STATUS", "CHECK", "NODE", "COMPONENT", "FOUND", "EXPECTED", "FIX"]
-    # Every line's columns start where the header's do (fixed width).
-    starts = [header.index(name) for name in ("CHECK", "NODE", "COMPONENT", "FOUND")]
-    for line in lines[2:]:
-        for start in starts:
-            assert line[start - 2:start] == "  ", line
-    fail_lines = [line for line in lines if line.startswith("FAIL")]
-    assert len(fail_lines) == 2  # torch.version and same.torch, both on node3
-    assert all(" node3 " in line and "1.13.0+cu117" in line and "python_env" in line for line in fail_lines)
-    # One pass line per check; 'all' where every node passed.
-    driver_lines = [line for line in lines if line.split()[1] == "driver.version"]
-    assert len(driver_lines) == 1 and driver_lines[0].split()[:3] == ["pass", "driver.version", "all"]
-    torch_pass = [line for line in lines if line.startswith("pass") and line.split()[1] == "torch.version"]
-    assert len(torch_pass) == 1 and torch_pass[0].split()[2] == "node1,node2"
-    assert len([line for line in lines if line.split()[1] == "same.torch"]) == 2
+    text = _report.render([row.as_dict() for row in rows], pf.summary_line(rows, "cu117"), verbosity=0, width=160)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 160
+    starts = [line for line in lines if not line.startswith(" ")]
+    assert [line.split(":")[0] for line in starts[:-1]] == ["FAIL node3 torch (torch.version)", "FAIL node3 torch (same.torch)"]
+    assert starts[-1].startswith("preflight FAILED for profile cu117 on 3 node(s)")
+    assert "python_env" in text and "1.13.0+cu117" in text
+    # With -v every check has a pass line; 'all' where every node passed.
+    verbose = _report.render([row.as_dict() for row in rows], "x", verbosity=1, width=160).splitlines()
+    assert "pass all driver (driver.version): 515.65.01" in verbose
+    assert any(line.startswith("pass node1,node2 torch (torch.version): ") for line in verbose)
 
 
-def test_table_of_a_clean_cluster_has_no_node_names():
-    table = pf.format_table(run(make_cluster()))
-    assert "node1" not in table and "FAIL" not in table
+def test_terminal_form_of_a_clean_cluster_is_the_summary_alone():
+    rows = run(make_cluster())
+    assert _report.render([row.as_dict() for row in rows], pf.summary_line(rows, "cu117")) == pf.summary_line(rows, "cu117")
 
 
 def test_summary_line():
@@ -866,3 +939,68 @@ def test_megatron_checkout_without_git_says_so():
         facts["megatron_deepspeed"]["commit"] = None
     row = row_for(run(cluster), "megatron_deepspeed.present", "node1")
     assert row.status == pf.PASS and row.found.startswith("no git commit (not a git checkout")
+
+
+# ---------------------------------------------------------------------------------------
+# Damaged installs (gpu_stack_facts' files sections)
+# ---------------------------------------------------------------------------------------
+
+DAMAGE = {"source": "x/RECORD", "checked": 20817, "bad_count": 7, "error": None,
+          "bad": ["torch/lib/libtorch_cpu.so: 1048576 bytes, RECORD says 452984832", "torch/version.py: missing",
+                  "torch/a.py: missing", "torch/b.py: missing", "torch/c.py: missing"]}
+
+
+@pytest.mark.parametrize("profile_name, section, check, status, fix_words", [
+    ("cu117", "torch", "torch.files", pf.FAIL,
+     ["pip install --force-reinstall --no-deps 'torch==1.13.1' --index-url https://download.pytorch.org/whl/cu117",
+      "playbooks/provision.yml alone keeps it"]),
+    ("cpu", "deepspeed", "deepspeed.files", pf.FAIL, ["--force-reinstall --no-deps 'deepspeed==0.19.6'"]),
+    ("cu117", "apex", "apex.files", pf.FAIL, ["pip uninstall -y apex", "playbooks/provision.yml"]),
+    ("cpu", "apex", "apex.files", pf.WARN, ["pip uninstall -y apex"]),  # on CPU Megatron-DeepSpeed does not import apex
+    ("cpu", "megatron_deepspeed", "megatron_deepspeed.files", pf.FAIL,
+     ["git -C /opt/megatron/Megatron-DeepSpeed checkout -- .", "python_env_megatron_force=true"]),
+])
+def test_damaged_install_fails_naming_node_package_files_and_fix(profile_name, section, check, status, fix_words):
+    cluster = make_cluster(profile_name)
+    cluster["node2"][section]["files"] = dict(DAMAGE)
+    rows = run(cluster, profile_name)
+    row = row_for(rows, check, "node2")
+    assert (row.status, row.component) == (status, section)
+    assert row.found.startswith("7 of 20817 files differ from ")
+    assert "torch/lib/libtorch_cpu.so: 1048576 bytes, RECORD says 452984832" in row.found and "(2 more)" in row.found
+    assert "node2" in row.fix and all(words in row.fix for words in fix_words), row.fix
+    # Only that node and that check: a damaged file changes no version.
+    assert [(r.check, r.node) for r in rows if r.status in (pf.FAIL, pf.WARN)] == [(check, "node2")]
+
+
+@pytest.mark.parametrize("files, status, found", [
+    ({"source": "x/RECORD", "checked": 1190, "bad_count": 0, "bad": [], "error": None}, pf.PASS, "1190 files as recorded"),
+    ({"source": "x/RECORD", "checked": 0, "bad_count": 0, "bad": [], "error": "no RECORD in x: installed without pip, or damaged"},
+     pf.WARN, "no RECORD in x: installed without pip, or damaged"),
+    ({"source": None, "checked": 0, "bad_count": 0, "bad": [], "error": None}, pf.SKIP, ""),
+    (None, pf.SKIP, ""),  # facts of an older gpu_stack_facts: nothing compared
+])
+def test_files_row_states(files, status, found):
+    cluster = make_cluster("cpu")
+    if files is None:
+        del cluster["node1"]["deepspeed"]["files"]
+    else:
+        cluster["node1"]["deepspeed"]["files"] = files
+    row = row_for(run(cluster, "cpu"), "deepspeed.files", "node1")
+    assert (row.status, row.found) == (status, found)
+
+
+@pytest.mark.parametrize("swept, status, found", [
+    ("1024", pf.FAIL, "current unlimited, non-interactive ssh 1024"),
+    ("unlimited", pf.PASS, "current unlimited, non-interactive ssh unlimited"),
+    ("-", pf.PASS, "current unlimited"),  # ssh failed there (ssh.from_head says so): only the current limit
+])
+def test_memlock_of_the_ssh_session_from_the_head_nodes_sweep(swept, status, found):
+    """playbooks/preflight.yml reads `ulimit -l` in each node's ssh session from the head node's
+    sweep (ssh_memlock) instead of an ssh per node inside the facts call."""
+    cluster = make_cluster()
+    for facts in cluster.values():
+        facts["memlock"] = {"current": "unlimited", "noninteractive_ssh": None, "noninteractive_ssh_error": None}
+    options = dict(full_options(), ssh_memlock={"node1": "unlimited", "node2": swept, "node3": "unlimited"})
+    row = row_for(run(cluster, options=options), "memlock.unlimited", "node2")
+    assert (row.status, row.found) == (status, found)

@@ -1,0 +1,234 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, megatron_ds.cluster developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Is an install whole? Installed files against the record their installer left, on the node.
+
+Runs inside gpu_stack_facts (standard library only, Python 3.8+, no process started):
+
+* a pip distribution: every file its ``RECORD`` lists with a size (pip writes path, sha256 and
+  size for each file it installs) must exist with that size. The sizes are compared, not the
+  hashes. A stat per file is cheap even for torch's ~20,000 files. Hashing gigabytes of shared
+  libraries is not. So a file that is missing, cut short or grown is found. A file overwritten
+  by other bytes of the same length is not; ``python_probe=import`` catches such a package when
+  it fails to import.
+* a git checkout: every tracked file in git's index (``.git/index``, which records each file's
+  size, mtime and blob id at checkout) must exist with the recorded size and type. A file
+  whose mtime differs from the index (or is too recent for the index to vouch for it, as
+  git's own "racy" rule says) is hashed as git would hash it (``blob <size>\\0<content>``) and
+  compared with the recorded blob id. So this finds what ``git status`` finds for tracked files,
+  without running git: missing, changed (same size too) and type or executable-bit changes.
+  Untracked files are not looked at.
+
+Both return the same shape: ``{"source", "checked", "bad_count", "bad", "error"}``. ``bad``
+holds the first :data:`SHOWN` problems, one line each (``path: missing``).
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import os
+import re
+import stat
+import struct
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+SHOWN = 5
+# A RECORD or an index larger than this is not read (torch's RECORD is about 2 MB).
+_MAX_READ = 64 * 1024 * 1024
+
+
+def empty(source: Optional[str] = None, error: Optional[str] = None) -> Dict[str, Any]:
+    return {"source": source, "checked": 0, "bad_count": 0, "bad": [], "error": error}
+
+
+def _add(result: Dict[str, Any], problem: str) -> None:
+    result["bad_count"] += 1
+    if len(result["bad"]) < SHOWN:
+        result["bad"].append(problem)
+
+
+# --------------------------------------------------------------------------- pip's RECORD
+def parse_record(text: str) -> List[Tuple[str, Optional[int]]]:
+    """(path, size) for every line of a RECORD (CSV: path, hash, size). Lines without a size
+    (the RECORD itself, byte code pip compiled) give None."""
+    entries: List[Tuple[str, Optional[int]]] = []
+    for row in csv.reader(io.StringIO(text)):
+        if not row or not row[0]:
+            continue
+        size = row[2].strip() if len(row) > 2 else ""
+        entries.append((row[0], int(size) if size.isdigit() else None))
+    return entries
+
+
+def check_record(read_bytes: Callable[[str], Optional[bytes]], real: Callable[[str], str], meta_dir: str) -> Dict[str, Any]:
+    """The files of the distribution whose metadata directory is ``meta_dir`` (a node path)
+    against its RECORD. ``read_bytes`` reads a node path, ``real`` maps one to the path to stat
+    (the node's own path on a real node, a path under the test tree in tests).
+
+    An ``.egg-info`` has no RECORD (setup.py install): nothing to check, no error. A
+    ``.dist-info`` without one is an error: pip always writes it.
+    """
+    record = meta_dir.rstrip("/") + "/RECORD"
+    if not meta_dir.rstrip("/").endswith(".dist-info"):
+        return empty()
+    data = read_bytes(record)
+    if data is None:
+        return empty(record, "no RECORD in %s: installed without pip, or damaged" % meta_dir)
+    result = empty(record)
+    # Paths in RECORD are relative to site-packages (the dist-info's parent); scripts use '../../../bin/x'.
+    site = os.path.dirname(meta_dir.rstrip("/"))
+    base = real(site)
+    for path, size in parse_record(data.decode("utf-8", "replace")):
+        if size is None:
+            continue
+        result["checked"] += 1
+        full = real(path) if path.startswith("/") else os.path.normpath(os.path.join(base, path))
+        try:
+            found = os.stat(full).st_size
+        except OSError:
+            _add(result, "%s: missing" % path)
+            continue
+        if found != size:
+            _add(result, "%s: %d bytes, RECORD says %d" % (path, found, size))
+    return result
+
+
+# --------------------------------------------------------------------------- git's index
+class IndexEntry(object):
+    __slots__ = ("path", "mtime", "mode", "size", "oid", "stage", "skip")
+
+    def __init__(self, path: str, mtime: int, mode: int, size: int, oid: bytes, stage: int, skip: bool) -> None:
+        self.path, self.mtime, self.mode, self.size, self.oid, self.stage, self.skip = path, mtime, mode, size, oid, stage, skip
+
+
+_ENTRY = struct.Struct(">10I")  # ctime s/ns, mtime s/ns, dev, ino, mode, uid, gid, size
+
+
+def _varint(data: bytes, offset: int) -> Tuple[int, int]:
+    """git's offset varint (read-cache.c, index v4 path compression)."""
+    byte = data[offset]
+    offset += 1
+    value = byte & 127
+    while byte & 128:
+        byte = data[offset]
+        offset += 1
+        value = ((value + 1) << 7) | (byte & 127)
+    return value, offset
+
+
+def parse_index(data: bytes, hash_size: int = 20) -> List[IndexEntry]:
+    """The entries of a git index file, versions 2, 3 and 4 (Documentation/gitformat-index.txt).
+    Raises ValueError on anything else."""
+    if len(data) < 12 or data[:4] != b"DIRC":
+        raise ValueError("not a git index (no DIRC signature)")
+    version, count = struct.unpack(">II", data[4:12])
+    if version not in (2, 3, 4):
+        raise ValueError("git index version %d is not supported" % version)
+    entries: List[IndexEntry] = []
+    offset = 12
+    previous = b""
+    for _number in range(count):
+        start = offset
+        fields = _ENTRY.unpack_from(data, offset)
+        offset += _ENTRY.size
+        oid = data[offset:offset + hash_size]
+        offset += hash_size
+        (flags,) = struct.unpack_from(">H", data, offset)
+        offset += 2
+        extended = 0
+        if flags & 0x4000:
+            if version < 3:
+                raise ValueError("extended flags in a version 2 index")
+            (extended,) = struct.unpack_from(">H", data, offset)
+            offset += 2
+        if version == 4:
+            strip, offset = _varint(data, offset)
+            end = data.index(b"\0", offset)
+            name = previous[:len(previous) - strip] + data[offset:end]
+            offset = end + 1
+        else:
+            end = data.index(b"\0", offset)
+            name = data[offset:end]
+            # Entries are NUL-padded to a multiple of 8 bytes (1 to 8 NULs).
+            offset = start + ((end - start + 8) & ~7)
+        previous = name
+        entries.append(IndexEntry(
+            path=name.decode("utf-8", "surrogateescape"), mtime=fields[2], mode=fields[6], size=fields[9],
+            oid=oid, stage=(flags >> 12) & 3,
+            # assume-valid (0x8000) and skip-worktree (extended 0x4000): git itself does not look at the file.
+            skip=bool(flags & 0x8000 or extended & 0x4000),
+        ))
+    return entries
+
+
+def _blob_id(content: bytes, hash_size: int) -> bytes:
+    digest = hashlib.sha256() if hash_size == 32 else hashlib.sha1()  # nosec B324 (git's object id, not security)
+    digest.update(b"blob %d\0" % len(content))
+    digest.update(content)
+    return digest.digest()
+
+
+def _hash_file(path: str, hash_size: int) -> Optional[bytes]:
+    try:
+        with open(path, "rb") as handle:
+            return _blob_id(handle.read(), hash_size)
+    except OSError:
+        return None
+
+
+def check_git_index(read_bytes: Callable[[str], Optional[bytes]], real: Callable[[str], str], worktree: str,
+                    gitdir: str, config_text: Optional[str] = None) -> Dict[str, Any]:
+    """Tracked files of the checkout at ``worktree`` (node path) against ``gitdir``'s index."""
+    index = gitdir.rstrip("/") + "/index"
+    data = read_bytes(index)
+    if data is None:
+        return empty(index, "no git index at %s" % index)
+    hash_size = 32 if re.search(r"^\s*objectformat\s*=\s*sha256\s*$", config_text or "", re.M | re.I) else 20
+    try:
+        entries = parse_index(data, hash_size)
+    except (ValueError, struct.error, IndexError) as exc:
+        return empty(index, "unreadable git index %s: %s" % (index, exc))
+    try:
+        index_mtime = int(os.stat(real(index)).st_mtime)
+    except OSError:
+        index_mtime = 0
+    result = empty(index)
+    base = real(worktree)
+    unmerged = set()
+    for entry in entries:
+        if entry.stage:
+            if entry.path not in unmerged:
+                unmerged.add(entry.path)
+                _add(result, "%s: unmerged (a merge conflict)" % entry.path)
+            continue
+        kind = entry.mode & 0o170000
+        if entry.skip or kind == 0o160000:  # sparse or assume-unchanged entries, submodules
+            continue
+        result["checked"] += 1
+        full = os.path.join(base, entry.path)
+        try:
+            info = os.lstat(full)
+        except OSError:
+            _add(result, "%s: missing" % entry.path)
+            continue
+        if kind == 0o120000:
+            if not stat.S_ISLNK(info.st_mode) or info.st_size & 0xFFFFFFFF != entry.size:
+                _add(result, "%s: changed (a symlink in git)" % entry.path)
+            continue
+        if not stat.S_ISREG(info.st_mode):
+            _add(result, "%s: not a regular file" % entry.path)
+            continue
+        # git writes size 0 for an entry it could not vouch for ("smudged" as racily clean): only
+        # the content tells then.
+        if entry.size and info.st_size & 0xFFFFFFFF != entry.size:
+            _add(result, "%s: changed (%d bytes, %d at checkout)" % (entry.path, info.st_size, entry.size))
+            continue
+        if bool(info.st_mode & 0o100) != bool(entry.mode & 0o100):
+            _add(result, "%s: executable bit changed" % entry.path)
+            continue
+        # Same size: trust the stat data only where git would (same mtime, older than the index).
+        if not entry.size or int(info.st_mtime) != entry.mtime or entry.mtime >= index_mtime:
+            if _hash_file(full, hash_size) != entry.oid:
+                _add(result, "%s: changed (same size)" % entry.path)
+    return result
