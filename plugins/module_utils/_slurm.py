@@ -88,7 +88,7 @@ def gpu_device_files(paths: Iterable[Any]) -> List[str]:
         match = _GPU_DEVICE_RE.match(str(path or ""))
         if match:
             found.append((int(match.group(1)), str(path)))
-    return [path for _, path in sorted(set(found))]
+    return [path for _minor, path in sorted(set(found))]
 
 
 def process_tracking(choice: str, virtualization_role: Optional[str], virtualization_type: Optional[str]) -> str:
