@@ -2,7 +2,9 @@
 # Build the Debian 12 node image used by molecule and the simulated cluster, offline:
 # debootstrap a minbase root from the host's own Debian mirror, then `docker import` it.
 # No container registry is needed. The image is tagged with a hash of this recipe and is
-# rebuilt only when the recipe (this file) changes.
+# rebuilt only when the recipe (this file) changes, or always with
+# MEGATRON_DS_NODE_IMAGE_REBUILD=1 (CI sets it: an image kept from an earlier run can hide a
+# step that only a new node needs, such as refreshing its empty package indexes).
 set -euo pipefail
 
 IMAGE_REPO="${MEGATRON_DS_NODE_IMAGE_REPO:-megatron-ds-node}"
@@ -15,7 +17,7 @@ log() { printf 'build-node-image: %s\n' "$*" >&2; }
 recipe_hash=$(sha256sum "$0" | cut -c1-16)
 current=$(docker image inspect --format '{{ index .Config.Labels "megatron_ds.recipe" }}' \
   "${IMAGE_REPO}:${IMAGE_TAG}" 2>/dev/null || true)
-if [ "$current" = "$recipe_hash" ]; then
+if [ "$current" = "$recipe_hash" ] && [ "${MEGATRON_DS_NODE_IMAGE_REBUILD:-0}" != 1 ]; then
   log "${IMAGE_REPO}:${IMAGE_TAG} is up to date (recipe ${recipe_hash})"
   exit 0
 fi
