@@ -15,7 +15,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _preflight, _report, _stack_profiles
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _preflight, _preflight_cluster, _report, _stack_profiles
 
 display = Display()
 # Ansible's YAML result format prints msg as a block indented by 8 columns (the task result's
@@ -28,11 +28,11 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = {
     "slots": {"type": "dict"},
     "infiniband_required": {"type": "bool", "default": False},
     "gpudirect": {"type": "bool", "default": False},
-    "memlock": {"type": "str", "default": "auto", "choices": list(_preflight.MEMLOCK_MODES)},
-    "clock": {"type": "str", "default": "required", "choices": list(_preflight.CLOCK_MODES)},
+    "memlock": {"type": "str", "default": "auto", "choices": list(_preflight_cluster.MEMLOCK_MODES)},
+    "clock": {"type": "str", "default": "required", "choices": list(_preflight_cluster.CLOCK_MODES)},
     "min_free_gb": {"type": "float"},
     "disk_paths": {"type": "list", "elements": "str"},
-    "max_clock_offset_ms": {"type": "float", "default": _preflight.DEFAULT_MAX_CLOCK_OFFSET_MS},
+    "max_clock_offset_ms": {"type": "float", "default": _preflight_cluster.DEFAULT_MAX_CLOCK_OFFSET_MS},
     "ssh_reachable": {"type": "dict"},
     "ssh_memlock": {"type": "dict"},
     "fail_on_warn": {"type": "bool", "default": False},
@@ -145,7 +145,7 @@ class ActionModule(ActionBase):
         if args["max_clock_offset_ms"] <= 0:
             raise AnsibleActionFail(
                 "preflight: max_clock_offset_ms is %s; give a positive number of milliseconds (default %g)"
-                % (args["max_clock_offset_ms"], _preflight.DEFAULT_MAX_CLOCK_OFFSET_MS)
+                % (args["max_clock_offset_ms"], _preflight_cluster.DEFAULT_MAX_CLOCK_OFFSET_MS)
             )
 
         options = {

@@ -24,7 +24,7 @@ import json
 import re
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
-from ._gpu_facts import parse_cudnn_header, parse_nccl_header
+from ._gpu_parsers import parse_cudnn_header, parse_nccl_header
 from ._versions import prefix_match
 
 NVIDIA_BASE_URL = "https://developer.download.nvidia.com"

@@ -3,8 +3,9 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The Slurm health check of one node: the preflight's per-node checks, run by slurmd.
 
-The slurm role copies this file, ``_gpu_facts``, ``_preflight``, ``_stack_profiles`` and
-``_versions`` into one package on every node, and slurm.conf names the small runner
+The slurm role copies this file, ``_gpu_facts`` and ``_preflight`` (each with the modules it is
+split into), ``_stack_profiles`` and ``_versions`` into one package on every node (the list is
+``__slurm_health_modules`` in roles/slurm/vars/main.yml), and slurm.conf names the small runner
 (``roles/slurm/files/megatron-slurm-health``) as ``HealthCheckProgram``. slurmd runs it as root
 when it starts and every ``HealthCheckInterval`` seconds. The runner gathers the node's facts
 with the same collector as the ``gpu_stack_facts`` module, judges them here with the same

@@ -22,6 +22,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import pytest
 
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _gpu_facts as gf
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _gpu_parsers as gp
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _gpu_python as gpy
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 H200 = FIXTURES / "gpu-host-h200x2"
@@ -278,7 +280,7 @@ def test_nccl_header(rel, expected):
     ("8500", None),
 ])
 def test_torch_cudnn_int_to_version(value, expected):
-    assert gf.cudnn_version_from_int(value) == expected
+    assert gp.cudnn_version_from_int(value) == expected
 
 
 @pytest.mark.parametrize("value, expected", [
@@ -293,7 +295,7 @@ def test_torch_cudnn_int_to_version(value, expected):
     (None, None),
 ])
 def test_torch_nccl_to_version(value, expected):
-    assert gf.nccl_version_from_torch(value) == expected
+    assert gp.nccl_version_from_torch(value) == expected
 
 
 def test_probe_output_of_the_h200_host():
@@ -305,7 +307,7 @@ def test_probe_output_of_the_h200_host():
         "deepspeed": {"version": "0.17.5", "error": None},
         "apex": {"present": True, "cuda_ext": True, "error": None},
     }
-    facts = gf.parse_probe_output("some import noise\n" + json.dumps(probe))
+    facts = gpy.parse_probe_output("some import noise\n" + json.dumps(probe))
     assert facts["python"]["version"] == "3.12.3"
     assert facts["torch"] == {"version": "2.11.0+cu130", "cuda": "13.0", "cudnn": "9.19.0", "nccl": "2.28.9",
                               "error": None, "source": "import"}
@@ -316,7 +318,7 @@ def test_probe_output_of_the_h200_host():
 @pytest.mark.parametrize("stdout", ["", "Traceback (most recent call last):", "{not json"])
 def test_probe_output_that_is_not_json_raises(stdout):
     with pytest.raises((ValueError, IndexError)):
-        gf.parse_probe_output(stdout)
+        gpy.parse_probe_output(stdout)
 
 
 # --------------------------------------------------------------------------- clock
@@ -877,8 +879,8 @@ def test_probe_keeps_stdout_clean_and_tells_pypi_apex_from_nvidia_apex(tmp_path)
 
 
 def test_probe_script_is_python36_syntax():
-    compile(gf.PROBE_SCRIPT, "<probe>", "exec")
-    assert "f\"" not in gf.PROBE_SCRIPT and "f'" not in gf.PROBE_SCRIPT
+    compile(gpy.PROBE_SCRIPT, "<probe>", "exec")
+    assert "f\"" not in gpy.PROBE_SCRIPT and "f'" not in gpy.PROBE_SCRIPT
 
 
 # --------------------------------------------------------------------------- the venv, from files
@@ -986,7 +988,7 @@ def test_cudnn_from_files_is_written_as_torch_reports_it(tmp_path, dist_version,
     files = {**dist("torch", "2.1.2+cu121"), "torch/version.py": torch2("2.1.2+cu121", "12.1"),
              **dist("nvidia-cudnn-cu12", dist_version)}
     stack, _errors, _runner = files_stack(tmp_path, files)
-    assert stack["torch"]["cudnn"] == gf.cudnn_version_from_int(torch_code)
+    assert stack["torch"]["cudnn"] == gp.cudnn_version_from_int(torch_code)
 
 
 @pytest.mark.parametrize("text, found, value", [
@@ -1000,7 +1002,7 @@ def test_cudnn_from_files_is_written_as_torch_reports_it(tmp_path, dist_version,
     ("", False, None),
 ])
 def test_assigned_string(text, found, value):
-    assert gf._assigned_string(text, "cuda") == (found, value)
+    assert gpy._assigned_string(text, "cuda") == (found, value)
 
 
 DEEPSPEED_CASES = [

@@ -12,8 +12,12 @@ from typing import Any, Callable, Dict, List, Optional
 
 import pytest
 
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _gpu_facts
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _gpu_parsers
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _gpu_python
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _preflight as pf
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _preflight_cluster as pcluster
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _preflight_matrix as pmatrix
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _preflight_rows as prows
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _report
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _stack_profiles
 
@@ -506,7 +510,7 @@ def test_one_node_is_always_consistent_with_itself():
     ],
 )
 def test_nvcc_torch_rule(nvcc, torch_cuda, ok):
-    assert pf.nvcc_torch_compatible(nvcc, torch_cuda) is ok
+    assert prows.nvcc_torch_compatible(nvcc, torch_cuda) is ok
 
 
 def test_nvcc_11_8_against_torch_11_7_is_allowed_in_the_matrix_row():
@@ -540,7 +544,7 @@ def test_driver_missing():
     cluster = make_cluster()
     cluster["node2"]["driver"]["version"] = None
     row = row_for(run(cluster), "driver.version", "node2")
-    assert row.status == pf.FAIL and row.found == pf.MISSING and "nvidia_driver" in row.fix
+    assert row.status == pf.FAIL and row.found == prows.MISSING and "nvidia_driver" in row.fix
 
 
 @pytest.mark.parametrize(
@@ -590,11 +594,11 @@ def test_fabric_manager_skipped_without_nvswitch():
 )
 def test_library_codes_are_decoded_once_on_the_node(cudnn_code, nccl_raw, cudnn, nccl):
     """The import probe's raw codes are decoded by gpu_stack_facts on the node
-    (_gpu_facts.parse_probe_output); the gate reads the dotted value it gets, unchanged."""
+    (_gpu_python.parse_probe_output); the gate reads the dotted value it gets, unchanged."""
     probe = {"python": {"version": "3.12.3"},
              "torch": {"version": "2.11.0+cu130", "cuda": "13.0", "cudnn": cudnn_code, "nccl": nccl_raw},
              "deepspeed": {"version": "0.18.2"}, "apex": {}}
-    decoded = _gpu_facts.parse_probe_output(json.dumps(probe))["torch"]
+    decoded = _gpu_python.parse_probe_output(json.dumps(probe))["torch"]
     assert (decoded["cudnn"], decoded["nccl"]) == (cudnn, nccl)
     cluster = make_cluster("cu130")
     for facts in cluster.values():
@@ -605,9 +609,11 @@ def test_library_codes_are_decoded_once_on_the_node(cudnn_code, nccl_raw, cudnn,
 
 
 def test_the_gate_has_no_decoder_of_its_own():
-    """Decoding lives in _gpu_facts only (issue 14): _preflight has no second copy with other thresholds."""
-    assert not hasattr(pf, "_code_to_version")
-    assert pf._version({"torch": {"cudnn": "9.19.0"}}, "torch", "cudnn") == "9.19.0"
+    """Decoding lives in _gpu_parsers only (issue 14): no preflight module has a second copy with other
+    thresholds."""
+    for module in (pf, prows, pmatrix, pcluster):
+        assert not hasattr(module, "_code_to_version")
+    assert prows._version({"torch": {"cudnn": "9.19.0"}}, "torch", "cudnn") == "9.19.0"
 
 
 def test_torch_label_on_cpu_profile_is_only_a_warning():
@@ -762,8 +768,8 @@ def h200_facts(deepspeed: str) -> Dict[str, Any]:
                  "library": "/lib/x86_64-linux-gnu/libnccl.so.2"},
         # torch's codes as gpu_stack_facts decodes them on the node (never in the gate).
         "torch": {"version": torch_info["torch"], "cuda": torch_info["torch_cuda"],
-                  "cudnn": _gpu_facts.cudnn_version_from_int(torch_info["cudnn"]),
-                  "nccl": _gpu_facts.nccl_version_from_torch(torch_info["nccl"]), "error": None},
+                  "cudnn": _gpu_parsers.cudnn_version_from_int(torch_info["cudnn"]),
+                  "nccl": _gpu_parsers.nccl_version_from_torch(torch_info["nccl"]), "error": None},
         "deepspeed": {"version": deepspeed, "error": None},
         "venv": venv,
         "megatron_deepspeed": {"path": "/opt/megatron/Megatron-DeepSpeed", "commit": "4efb479d", "present": True},

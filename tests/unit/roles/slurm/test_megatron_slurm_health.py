@@ -52,7 +52,7 @@ def node(tmp_path):
 def test_the_copied_modules_bring_everything_they_import():
     # A module that imports another module_utils file the role does not copy fails on the node
     # with ModuleNotFoundError (it happened when _gpu_facts began to import _integrity).
-    pattern = re.compile(r"^(?:from \.(\w*) import ([\w, ]+)|from \.?_?[\w.]*module_utils(?:\.(\w+))? import ([\w, ]+))", re.M)
+    pattern = re.compile(r"^(?:from \.(\w*) import \(?([\w, ]*)|from \.?_?[\w.]*module_utils(?:\.(\w+))? import \(?([\w, ]*))", re.M)
     for name in MODULES:
         text = (UTILS / (name + ".py")).read_text()
         for match in pattern.finditer(text):
