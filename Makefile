@@ -13,7 +13,7 @@ SIM_NODES ?= 3
 	molecule-% bench changelog clean
 
 help:
-	@echo "make demo   - set everything up, start $(SIM_NODES) simulated nodes, run site.yml and the burn-in on them"
+	@echo "make demo   - set everything up, start $(SIM_NODES) simulated nodes, run site.yml and the burn-in on them, summarise"
 	@echo "make test   - every check: yamllint, ansible-lint, sanity, unit tests, molecule scenarios"
 	@echo "make setup  - Python venv, Docker engine and the offline node image only"
 
@@ -34,25 +34,21 @@ image: docker
 
 setup: venv image
 
-# MEGATRON_DS_SRC=<a Megatron-DeepSpeed checkout>: the simulated nodes install it from an archive
-# of that checkout (sha256-checked) instead of cloning GitHub, so the demo also runs offline.
+# Megatron-DeepSpeed is optional on the simulated cluster: MEGATRON_DS_SRC=<a checkout> or
+# MEGATRON_DS_ARCHIVE=<a .tar.gz of it> makes the nodes install it from .cache/ (sha256-checked,
+# offline); with neither, the checkout is skipped and the demo runs the burn-in alone.
 sim-up: setup
 	$(PY) tests/wheelhouse/fill.py --profile cpu --python 3.11
-	@if [ -n "$${MEGATRON_DS_SRC:-}" ]; then \
-	  src=$$(cd "$$MEGATRON_DS_SRC" && pwd); \
-	  tar -C "$$(dirname "$$src")" --exclude=.git --exclude=__pycache__ --exclude='*.so' --exclude=build \
-	    -czf .cache/megatron-ds-src.tar.gz "$$(basename "$$src")"; \
-	  sha256sum .cache/megatron-ds-src.tar.gz | cut -d' ' -f1 > .cache/megatron-ds-src.tar.gz.sha256; \
-	  echo "sim-up: Megatron-DeepSpeed from $$src (.cache/megatron-ds-src.tar.gz)"; \
-	fi
+	$(PY) scripts/demo.py source
 	$(PY) scripts/sim-cluster up --nodes $(SIM_NODES)
 
 sim-down: venv
 	$(PY) scripts/sim-cluster down
 
+# site.yml, the burn-in, and with a Megatron-DeepSpeed source a few iterations of pretrain_gpt.py;
+# then a summary. Logs in logs/demo/<time>/. The nodes stay up: `make sim-down` removes them.
 demo: sim-up
-	$(BIN)/ansible-playbook site.yml -i inventories/sim
-	$(BIN)/ansible-playbook playbooks/burnin.yml -i inventories/sim
+	$(PY) scripts/demo.py run --inventory inventories/sim
 
 lint: venv
 	$(BIN)/yamllint -s .

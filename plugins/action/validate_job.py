@@ -1,7 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, megatron_ds.cluster developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Controller-side job validation: a thin adapter around module_utils/_jobspec.py.
+"""Controller-side job validation: a thin adapter around the job package of module_utils
+(_job_spec reads the spec, _job_script an existing train.sh, _job_files a hostfile and a
+ds_config.json, _job_rules judges them).
 
 It reads files on the controller only (train.sh, ds_config.json, hostfile) and touches no
 host. Documentation lives in plugins/modules/validate_job.py.
@@ -16,7 +18,9 @@ from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _jobspec, _report, _stack_profiles
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_files, _job_findings, _job_rules
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_schema, _job_script, _job_spec
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _mds_args, _report, _stack_profiles
 
 NODE_GROUP = "megatron_nodes"
 # Ansible prints msg as a block indented by 8 columns (see the preflight action).
@@ -59,7 +63,7 @@ class ActionModule(ActionBase):
         profile_name = args["stack_profile"] or self._var(task_vars, "megatron_stack_profile")
         deepspeed_version = args["deepspeed_version"] or self._profile_deepspeed(profile_name)
         try:
-            era = _jobspec.era_for_deepspeed(deepspeed_version)
+            era = _mds_args.era_for_deepspeed(deepspeed_version)
         except ValueError as exc:
             raise AnsibleActionFail(
                 "deepspeed_version: found %r, expected a version such as 0.9.2 or 0.19.6 (%s)"
@@ -75,7 +79,7 @@ class ActionModule(ActionBase):
 
         if args["script"]:
             script_path = self._resolve(args["script"], "script")
-            script = _jobspec.parse_train_script(self._read(script_path, "script"), era=era)
+            script = _job_script.parse_train_script(self._read(script_path, "script"), era=era)
             spec = script["spec"]
             # train.sh does not name its stack profile: the profile's rules (flash attention
             # required on cu130) come from stack_profile / megatron_stack_profile.
@@ -94,18 +98,23 @@ class ActionModule(ActionBase):
                     notes.append("hostfile from the script's --hostfile: %s" % candidate)
         else:
             spec_vars = args["spec"] if args["spec"] is not None else self._spec_vars(task_vars)
-            if profile_name and not any(k in spec_vars for k in ("stack_profile", _jobspec.PREFIX + "stack_profile")):
+            if profile_name and not any(k in spec_vars for k in ("stack_profile", _job_schema.PREFIX + "stack_profile")):
                 spec_vars = dict(spec_vars, stack_profile=profile_name)
             try:
-                spec = _jobspec.normalize(spec_vars)
-            except _jobspec.JobSpecError as exc:
+                spec = _job_spec.normalize(spec_vars)
+            except _job_schema.JobError as exc:
                 raise AnsibleActionFail("Job spec invalid: %s" % exc)
+            if not args["deepspeed_version"] and spec["stack_profile"] != profile_name:
+                # The spec names its own profile (megatron_job_stack_profile): its pin and its
+                # Megatron-DeepSpeed era are what the job files are rendered for.
+                deepspeed_version = self._profile_deepspeed(spec["stack_profile"])
+                era = _mds_args.era_for_deepspeed(deepspeed_version)
 
         if ds_config_file:
             path = self._resolve(ds_config_file, "ds_config_file")
             try:
-                ds_config, duplicates = _jobspec.load_ds_config(self._read(path, "ds_config_file"))
-            except _jobspec.DsConfigError as exc:
+                ds_config, duplicates = _job_files.load_ds_config(self._read(path, "ds_config_file"))
+            except _job_files.DsConfigError as exc:
                 raise AnsibleActionFail("ds_config_file %s: %s; fix the JSON" % (path, exc))
             if duplicates:
                 notes.append(
@@ -118,8 +127,8 @@ class ActionModule(ActionBase):
         if hostfile:
             path = self._resolve(hostfile, "hostfile")
             try:
-                hosts = _jobspec.parse_hostfile(self._read(path, "hostfile"))
-            except _jobspec.HostfileError as exc:
+                hosts = _job_files.parse_hostfile(self._read(path, "hostfile"))
+            except _job_files.HostfileError as exc:
                 raise AnsibleActionFail("hostfile %s: DeepSpeed would refuse it: %s" % (path, exc))
             hostfile = path
 
@@ -141,14 +150,14 @@ class ActionModule(ActionBase):
             if args["resume_no_pipeline_parallel"] is not None:
                 resume["no_pipeline_parallel"] = args["resume_no_pipeline_parallel"]
 
-        findings = _jobspec.validate(spec, ds_config, cluster, resume, deepspeed_version, script=script)
-        for key in _jobspec.unknown_keys(spec_vars):
-            findings.insert(0, _jobspec._finding(
+        findings = _job_rules.validate(spec, ds_config, cluster, resume, deepspeed_version, script=script)
+        for key in _job_schema.unknown_keys(spec_vars):
+            findings.insert(0, _job_findings.finding(
                 "%s is a job spec variable" % key, "warn", "spec", key, "a megatron_job_* variable of the megatron_job role",
                 "not a job spec variable, so it has no effect; check the spelling against "
                 "roles/megatron_job/defaults/main.yml",
             ))
-        failures = _jobspec.failed(findings)
+        failures = _job_findings.failed(findings)
         tally = _report.counts(findings)
         if failures:
             summary = ("Job validation failed: %d check(s) would stop Megatron-DeepSpeed or DeepSpeed, or break "
@@ -169,7 +178,7 @@ class ActionModule(ActionBase):
             failed_checks=len(failures),
             report=report,
             spec=spec,
-            derived=_jobspec.derive(spec, nodes, gpus) if nodes and gpus else {},
+            derived=_job_spec.derive(spec, nodes, gpus) if nodes and gpus else {},
             source={
                 "spec": "script %s" % args["script"] if script else "inventory variables" if args["spec"] is None else "spec argument",
                 "ds_config_file": ds_config_file,
@@ -212,7 +221,7 @@ class ActionModule(ActionBase):
         """Every megatron_job_* variable visible to the task, templated."""
         spec_vars: Dict[str, Any] = {}
         for name, value in task_vars.items():
-            if not name.startswith(_jobspec.PREFIX):
+            if not name.startswith(_job_schema.PREFIX):
                 continue
             try:
                 spec_vars[name] = self._templar.template(value)
@@ -224,13 +233,11 @@ class ActionModule(ActionBase):
 
     @staticmethod
     def _profile_deepspeed(name: Optional[str]) -> Optional[str]:
-        """The DeepSpeed version the stack profile pins (deepspeed==X in its pip field)."""
+        """The DeepSpeed version the stack profile pins."""
         try:
-            profile = _stack_profiles.get(name)
+            return _stack_profiles.deepspeed_pin(name)
         except _stack_profiles.UnknownProfileError as exc:
             raise AnsibleActionFail(str(exc.args[0]))
-        pip = (profile.get("deepspeed") or {}).get("pip") or ""
-        return pip.partition("==")[2] or None
 
     def _resolve(self, path: str, option: str) -> str:
         """A controller path: absolute, relative to the current directory, or relative to the

@@ -2,53 +2,61 @@
 # Copyright: (c) 2026, megatron_ds.cluster developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters that turn a job spec into the job files' contents (hostfile, ds_config.json,
-train.sh, .deepspeed_env). The logic lives in module_utils/_jobfiles.py; each filter is a thin
-adapter that turns its errors into AnsibleFilterError. Each filter is documented in the YAML
-file of the same name beside this one."""
+train.sh, .deepspeed_env). The logic lives in the job package of module_utils (_job_spec,
+_job_args, _job_files): the same builders validate_job judges. Each filter is a thin adapter
+that turns the package's JobError into AnsibleFilterError.
+
+* ``job_spec(vars, nodes=N)``: the megatron_job_* variables as a normalized job spec (the role
+  builds __megatron_job_spec with it).
+* ``ds_config``, ``train_args``, ``train_arg_groups``, ``train_flags``, ``launch_args``,
+  ``deepspeed_env``, ``deepspeed_env_lines``, ``job_summary``: built from a job spec.
+* ``hostfile_lines(hosts, slots)``, ``deepspeed_env_file_supported(profile)``.
+"""
 from __future__ import annotations
 
 from typing import Any, Callable, Dict, Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _jobfiles
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_args, _job_files, _job_spec
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _stack_profiles
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job_schema import JobError
 
-# Filters whose input is the job spec: the megatron_job_* variables without the prefix, plus
-# `nodes`. The role builds it as __megatron_job_spec.
-_SPEC_FILTERS = (
-    _jobfiles.ds_config,
-    _jobfiles.train_args,
-    _jobfiles.train_arg_groups,
-    _jobfiles.train_flags,
-    _jobfiles.launch_args,
-    _jobfiles.deepspeed_env,
-    _jobfiles.deepspeed_env_lines,
-    _jobfiles.job_summary,
-)
+# Filters whose input is the job spec (the megatron_job_* variables with or without their
+# prefix, plus `nodes`). The role builds it as __megatron_job_spec.
+_SPEC_FILTERS: Dict[str, Callable[..., Any]] = {
+    "job_spec": _job_spec.normalize,
+    "ds_config": _job_args.ds_config,
+    "train_args": _job_args.train_args,
+    "train_arg_groups": _job_args.train_arg_groups,
+    "train_flags": _job_args.train_flags,
+    "launch_args": _job_args.launch_args,
+    "deepspeed_env": _job_files.deepspeed_env,
+    "deepspeed_env_lines": _job_files.deepspeed_env_lines,
+    "job_summary": _job_spec.summary,
+}
 # Filters with another input: a host list, a stack profile.
-_OTHER_FILTERS = (
-    _jobfiles.hostfile_lines,
-    _jobfiles.deepspeed_env_file_supported,
-)
+_OTHER_FILTERS: Dict[str, Callable[..., Any]] = {
+    "hostfile_lines": _job_files.hostfile_lines,
+    "deepspeed_env_file_supported": _job_files.deepspeed_env_file_supported,
+}
 
 
-def _adapt(func: Callable[..., Any], takes_spec: bool) -> Callable[..., Any]:
-    name = "megatron_ds.cluster." + func.__name__
+def _adapt(name: str, func: Callable[..., Any], takes_spec: bool) -> Callable[..., Any]:
+    full = "megatron_ds.cluster." + name
 
     def wrapper(value: Any, *args: Any, **kwargs: Any) -> Any:
         if takes_spec and not isinstance(value, Mapping):
             raise AnsibleFilterError(
                 "%s: expected the job spec (a mapping of the megatron_job_* variables without "
-                "their prefix, plus nodes), got %s" % (name, type(value).__name__)
+                "their prefix, plus nodes), got %s" % (full, type(value).__name__)
             )
         try:
             return func(value, *args, **kwargs)
-        except _jobfiles.JobFilesError as exc:
-            raise AnsibleFilterError("%s: %s" % (name, exc)) from exc
-        except KeyError as exc:  # an unknown stack profile name
-            raise AnsibleFilterError("%s: %s" % (name, exc.args[0] if exc.args else exc)) from exc
+        except (JobError, _stack_profiles.UnknownProfileError) as exc:
+            raise AnsibleFilterError("%s: %s" % (full, exc.args[0] if exc.args else exc)) from exc
 
-    wrapper.__name__ = func.__name__
+    wrapper.__name__ = name
     wrapper.__doc__ = func.__doc__
     return wrapper
 
@@ -57,6 +65,6 @@ class FilterModule:
     """Job-file filters of megatron_ds.cluster."""
 
     def filters(self) -> Dict[str, Callable[..., Any]]:
-        result = {func.__name__: _adapt(func, True) for func in _SPEC_FILTERS}
-        result.update({func.__name__: _adapt(func, False) for func in _OTHER_FILTERS})
+        result = {name: _adapt(name, func, True) for name, func in _SPEC_FILTERS.items()}
+        result.update({name: _adapt(name, func, False) for name, func in _OTHER_FILTERS.items()})
         return result

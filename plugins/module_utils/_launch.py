@@ -7,8 +7,9 @@
   processes of a training script and nothing else on the node (not the DeepSpeed runner, not
   pdsh, not ``deepspeed.launcher.launch``: signalling those makes the launcher SIGKILL the ranks
   30 s later, possibly in the middle of a checkpoint write).
-* ``parse_log``: what a job log says: Megatron's iteration lines, the burn-in's lines, saved and
-  loaded checkpoints, the SIGTERM exit and the launcher's exit status.
+* ``parse_log``: what a job log says: Megatron's iteration lines (read by ``_megatron_log``, the
+  parser the monitoring exporter shares), the burn-in's lines, saved and loaded checkpoints,
+  the SIGTERM exit and the launcher's exit status.
 * ``checkpoint_shape``: TP, PP and DP of a DeepSpeed checkpoint tag, from its file names.
 * ``burnin_report``: per-node tokens/s and TFLOP/s of a burn-in, slow nodes, loss trend.
 * ``prelaunch_problems``: every reason not to start a job, each naming the node.
@@ -24,29 +25,14 @@ import re
 import statistics
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from ._megatron_log import parse_iteration, parse_number
+
 # The launcher wrapper appends this line when the DeepSpeed runner exits (start task of the
 # megatron_launch role); ``parse_log`` reads the status back.
 LAUNCH_MARK = "=== megatron_launch"
 _LAUNCH_START = re.compile(r"^=== megatron_launch (\S+): start (\S+) (.*)$")
 _LAUNCH_EXIT = re.compile(r"^=== megatron_launch (\S+): launcher exited rc=(-?\d+)")
 
-# Megatron-DeepSpeed training_log (megatron/training.py): ' iteration   10/  15 | key: value | ...'
-_ITERATION = re.compile(r"\biteration\s+(\d+)/\s*(\d+)\s*\|(.*)$")
-_FIELD = re.compile(r"\s*([^|:]+?):\s*([^|]+?)\s*\|")
-_MEGATRON_FIELDS = {
-    "lm loss": "lm_loss",
-    "tokens per gpu per second (tgs)": "tokens_per_gpu_per_second",
-    "TFLOPs": "tflops",
-    "elapsed time per iteration (ms)": "elapsed_ms",
-    "learning rate": "learning_rate",
-    "global batch size": "global_batch_size",
-    "samples per second": "samples_per_second",
-    "consumed samples": "consumed_samples",
-    "loss scale": "loss_scale",
-    "grad norm": "grad_norm",
-    "number of skipped iterations": "skipped_iterations",
-    "number of nan iterations": "nan_iterations",
-}
 _MEGATRON_SAVED = re.compile(r"successfully saved checkpoint at iteration\s+(\d+) to (\S+)")
 _MEGATRON_LOADED = re.compile(r"successfully loaded checkpoint from (\S+) .*?at iteration (\d+)")
 _MEGATRON_SIGTERM = "exiting program after receiving SIGTERM"
@@ -61,7 +47,7 @@ _BURNIN_RESUMED = re.compile(r"BURNIN resumed from (\S+) at step (\d+)")
 _ERROR = re.compile(r"Traceback \(most recent call last\)|\b\w*(Error|Exception)\b: |exits with return code|"
                     r"ssh exited with exit code|Killed|Segmentation fault")
 
-# DeepSpeed checkpoint files inside global_stepN (FACTS.md B)
+# DeepSpeed checkpoint files inside global_stepN (docs/upstream-facts.md §B)
 _LAYER_FILE = re.compile(r"^layer_(\d+)-model_(\d+)-model_states\.pt$")
 _MP_FILE = re.compile(r"^mp_rank_(\d+)_model_states\.pt$")
 _ZERO_FILE = re.compile(r"^(?:bf16_)?zero_pp_rank_(\d+)_mp_rank_(\d+)_(optim|model)_states\.pt$")
@@ -186,27 +172,6 @@ def scan_listeners(ports: Iterable[int], proc: str = "/proc") -> Dict[int, List[
 # --------------------------------------------------------------------------------------------
 # Logs
 # --------------------------------------------------------------------------------------------
-def _number(text: str) -> Any:
-    try:
-        value = float(text)
-    except ValueError:
-        return text
-    return int(value) if value.is_integer() and "." not in text and "E" not in text.upper() else value
-
-
-def parse_megatron_iteration(line: str) -> Optional[Dict[str, Any]]:
-    """One Megatron-DeepSpeed iteration line as a dict, or None."""
-    match = _ITERATION.search(line)
-    if not match:
-        return None
-    entry: Dict[str, Any] = {"iteration": int(match.group(1)), "train_iters": int(match.group(2))}
-    for key, value in _FIELD.findall(match.group(3) + ("" if match.group(3).rstrip().endswith("|") else "|")):
-        name = _MEGATRON_FIELDS.get(key.strip())
-        if name:
-            entry[name] = _number(value.strip())
-    return entry
-
-
 def burnin_results_in(line: str) -> Tuple[List[Dict[str, Any]], bool]:
     """Every ``BURNIN_RESULT {json}`` in one log line, and whether one did not decode.
 
@@ -270,13 +235,13 @@ def parse_log(lines: Iterable[str], error_lines: int = 8) -> Dict[str, Any]:
             summary["finished_at"] = finish.group(1)
             summary["launcher_rc"] = int(finish.group(2))
             continue
-        entry = parse_megatron_iteration(line)
+        entry = parse_iteration(line)
         if entry is None:
             step = _BURNIN_STEP.search(line)
             if step:
                 entry = {
                     "iteration": int(step.group(1)),
-                    "lm_loss": _number(step.group(2)),
+                    "lm_loss": parse_number(step.group(2)),
                     "step_time_s": float(step.group(3)),
                     "tokens_per_gpu_per_second": float(step.group(4)),
                 }

@@ -122,7 +122,7 @@ def _is_plain_version(spec: str) -> bool:
 
 
 def nvcc_torch_compatible(nvcc: str, torch_cuda: str) -> bool:
-    """DeepSpeed's op_builder rule (assert_no_cuda_mismatch), FACTS.md D4.
+    """DeepSpeed's op_builder rule (assert_no_cuda_mismatch), docs/upstream-facts.md §D4.
 
     nvcc and torch.version.cuda must agree on major.minor, except that a minor mismatch is
     allowed when both minors are listed in cuda_minor_mismatch_ok for that major. CUDA 13
@@ -482,7 +482,7 @@ def check_cudnn_system(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Ro
 
 
 def _torch_child(ctx: _Context, check: str, comp: str, node: str, facts: Mapping[str, Any], what: str) -> Row:
-    """torch's bundled cuDNN / NCCL: the versions torch actually loads (FACTS.md H)."""
+    """torch's bundled cuDNN / NCCL: the versions torch actually loads (docs/upstream-facts.md §H)."""
     skipped = _cpu_skip(ctx, check, node, comp)
     if skipped:
         return skipped

@@ -10,9 +10,11 @@ with ``name``, ``license``, ``version`` and one object per platform (``linux-x86
 manifests add one level, the CUDA variant (``"linux-x86_64": {"cuda11": {...}}``). Top-level
 strings (``release_date``, ``release_label``) are not components.
 
-The roles read the same structure in their tasks; this module is the reference the test
-mirror (tests/mirror/build_mirror.py), the benchmark and the unit tests share, so that what
-the mirror writes and what the roles expect cannot drift apart.
+This module is the one place that knows NVIDIA's download layout: the roles cuda_toolkit,
+cudnn and nccl reach it through the filters of plugins/filter/gpu_stack.py (URLs, manifest
+names, archive paths, the archives a manifest offers), and the test mirror
+(tests/mirror/build_mirror.py) builds its site with the same functions, so what the mirror
+writes and what the roles fetch cannot drift apart.
 """
 from __future__ import annotations
 
@@ -29,6 +31,14 @@ NVIDIA_BASE_URL = "https://developer.download.nvidia.com"
 CUDA_REDIST_PATH = "compute/cuda/redist"
 CUDNN_REDIST_PATH = "compute/cudnn/redist"
 NCCL_REDIST_PATH = "compute/redist/nccl"
+CUDA_RUNFILE_PATH = "compute/cuda"
+# What the roles download, by kind -> NVIDIA's directory for it (also the cache subdirectory).
+REDIST_PATHS: Dict[str, str] = {
+    "cuda": CUDA_REDIST_PATH,
+    "cudnn": CUDNN_REDIST_PATH,
+    "nccl": NCCL_REDIST_PATH,
+    "cuda_runfile": CUDA_RUNFILE_PATH,
+}
 
 # uname -m -> NVIDIA's redist platform name. Server ARM is "sbsa"; "linux-aarch64" is Jetson.
 PLATFORMS: Dict[str, str] = {
@@ -76,6 +86,34 @@ def base_url(mirror_url: Optional[str] = None) -> str:
 
 def join_url(*parts: str) -> str:
     return "/".join(str(p).strip("/") for p in parts if str(p).strip("/"))
+
+
+def redist_path(kind: str) -> str:
+    """NVIDIA's directory for ``kind`` (cuda, cudnn, nccl, cuda_runfile): 'compute/cuda/redist'."""
+    try:
+        return REDIST_PATHS[str(kind)]
+    except KeyError:
+        raise RedistError("no NVIDIA download directory for %r; kinds: %s"
+                          % (kind, ", ".join(sorted(REDIST_PATHS)))) from None
+
+
+def redist_url(mirror_url: Optional[str], kind: str) -> str:
+    """Where ``kind`` is downloaded from: the mirror (or NVIDIA) plus NVIDIA's directory."""
+    return join_url(base_url(mirror_url), redist_path(kind))
+
+
+def manifest_name(version: str) -> str:
+    """redistrib_11.7.1.json (CUDA) / redistrib_9.1.0.json (cuDNN)."""
+    if not str(version or "").strip():
+        raise RedistError("a redist manifest needs a release version, found %r" % (version,))
+    return "redistrib_%s.json" % str(version).strip()
+
+
+def runfile_relpath(version: str, runfile: str) -> str:
+    """11.7.1/local_installers/cuda_11.7.1_515.65.01_linux.run (under compute/cuda/)."""
+    if not str(version or "").strip() or not str(runfile or "").strip() or "/" in str(runfile):
+        raise RedistError("a CUDA runfile needs a version and a file name, found %r and %r" % (version, runfile))
+    return "%s/local_installers/%s" % (str(version).strip(), str(runfile).strip())
 
 
 def load_manifest(source: Union[str, bytes, Mapping[str, Any]]) -> Dict[str, Any]:
@@ -130,36 +168,42 @@ def _entry(manifest: Mapping[str, Any], component: str, platform: str,
     return entry
 
 
-def select(manifest: Mapping[str, Any], wanted: Iterable[str], platform: str,
-           base: str, redist_path: str = CUDA_REDIST_PATH,
-           cuda_variant: Optional[str] = None) -> List[Dict[str, Any]]:
-    """The archives to fetch for ``wanted`` components, in the order asked.
-
-    Each item: name, version, file (relative_path), url, sha256, size (int or None).
-    Every missing component is reported at once, so one run tells the whole story.
-    """
+def manifest_problems(manifest: Mapping[str, Any], wanted: Iterable[str], platform: str,
+                      cuda_variant: Optional[str] = None) -> List[str]:
+    """Why the manifest cannot give each of ``wanted`` for ``platform`` (empty when it can)."""
     wanted = list(wanted)
     if not wanted:
-        raise RedistError("no redist components requested")
-    errors: List[str] = []
-    out: List[Dict[str, Any]] = []
+        return ["no redist components requested"]
+    problems = []
     for name in wanted:
         try:
-            entry = _entry(manifest, name, platform, cuda_variant)
+            _entry(manifest, name, platform, cuda_variant)
         except RedistError as exc:
-            errors.append(str(exc))
-            continue
+            problems.append(str(exc))
+    return problems
+
+
+def archives(manifest: Mapping[str, Any], wanted: Iterable[str], platform: str,
+             cuda_variant: Optional[str] = None) -> List[Dict[str, Any]]:
+    """The archives for ``wanted``, in the order asked, as the roles fetch them.
+
+    Each item: name, version, relative_path (under the kind's directory), sha256, size (int or
+    None). Every missing component is reported at once, so one run tells the whole story.
+    """
+    problems = manifest_problems(manifest, wanted, platform, cuda_variant)
+    if problems:
+        raise RedistError("; ".join(problems))
+    out: List[Dict[str, Any]] = []
+    for name in wanted:
+        entry = _entry(manifest, name, platform, cuda_variant)
         size = entry.get("size")
         out.append({
             "name": name,
             "version": str(manifest[name]["version"]),
-            "file": entry["relative_path"],
-            "url": join_url(base, redist_path, entry["relative_path"]),
+            "relative_path": entry["relative_path"],
             "sha256": entry["sha256"],
             "size": int(size) if size not in (None, "") else None,
         })
-    if errors:
-        raise RedistError("; ".join(errors))
     return out
 
 

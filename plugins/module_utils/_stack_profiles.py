@@ -5,7 +5,7 @@
 
 Roles read it through the ``megatron_ds.cluster.stack_profile`` lookup, preflight and job
 validation import it directly. Change a version here and every installer and every check
-follows. Every number carries its source (see docs/stack-profiles.md and shared FACTS.md).
+follows. Every number carries its source (see docs/stack-profiles.md and docs/upstream-facts.md).
 
 Version fields are *specs* understood by ``_versions.satisfies``: ``2.28`` means any 2.28.x,
 ``>=0.16.1,<=0.19.6`` a range. ``install`` fields are the exact artifact a role installs.
@@ -40,7 +40,7 @@ DS_CUDA_MINOR_MISMATCH_OK: Dict[int, List[str]] = {
     12: ["12.0", "12.1", "12.2", "12.3", "12.4", "12.5", "12.6", "12.8", "12.9"],
 }
 
-# DeepSpeed versions that Megatron-DeepSpeed HEAD imports (FACTS.md, "version coupling"):
+# DeepSpeed versions that Megatron-DeepSpeed HEAD imports (docs/upstream-facts.md §E, "version coupling"):
 # deepspeed.sequence.fpdt_layer appears in 0.16.1, deepspeed.compression.compress is gone
 # in 0.19.7.
 MDS_HEAD_DEEPSPEED = ">=0.16.1,<=0.19.6"
@@ -101,11 +101,16 @@ PROFILES: Dict[str, Dict[str, Any]] = {
             "nccl": None,
         },
         "deepspeed": {"version": "0.9.2", "pip": "deepspeed==0.9.2"},
-        # DeepSpeed 0.9.2 needs pydantic 1.x and fails to import with NumPy 2 (FACTS.md H).
+        # DeepSpeed 0.9.2 needs pydantic 1.x and fails to import with NumPy 2 (docs/upstream-facts.md §H).
         "pip_extra": ["pydantic<2", "numpy<2"],
-        "megatron_deepspeed": {"ref": "before_rebase", "needs_apex": True},
+        # era: the flag table (_mds_args) and requirement set (python_env) of the checkout.
+        "megatron_deepspeed": {"ref": "before_rebase", "era": "before_rebase", "needs_apex": True},
+        # NVIDIA apex commit of the profile's torch era: tag 23.05 (2023-04), torch 1.13 era.
+        "apex": {"ref": "0da3ffb92ee6fbe5336602f0e3989db1cd16f880"},
+        # DeepSpeed 0.9.2 fails to import with NumPy 2.
+        "numpy": "1.24.4",
         "megatron_flags": [],
-        # before_rebase has no --use-flash-attn* flags at all (FACTS.md A).
+        # before_rebase has no --use-flash-attn* flags at all (docs/upstream-facts.md §A).
         "flash_attn": None,
     },
     "cu121": {
@@ -141,7 +146,10 @@ PROFILES: Dict[str, Dict[str, Any]] = {
         },
         "deepspeed": {"version": MDS_HEAD_DEEPSPEED, "pip": "deepspeed==0.19.6"},
         "pip_extra": [],
-        "megatron_deepspeed": {"ref": "main", "needs_apex": True},
+        "megatron_deepspeed": {"ref": "main", "era": "head", "needs_apex": True},
+        "apex": {"ref": "4138d31ff0acf4071d1dc001ccb7cd6e00800324"},  # tag 24.04.01
+        # torch 2.1 was built against NumPy 1.x and cannot exchange arrays with NumPy 2.
+        "numpy": "1.26.4",
         "megatron_flags": [],
         # Megatron-DeepSpeed HEAD has --use-flash-attn-v2; the unfused path is not known to fail
         # with torch 2.1, so flash attention stays the user's choice (python_env_flash_attn).
@@ -175,10 +183,13 @@ PROFILES: Dict[str, Dict[str, Any]] = {
         },
         "deepspeed": {"version": MDS_HEAD_DEEPSPEED, "pip": "deepspeed==0.19.6"},
         "pip_extra": [],
-        "megatron_deepspeed": {"ref": "main", "needs_apex": True},
+        "megatron_deepspeed": {"ref": "main", "era": "head", "needs_apex": True},
+        # apex of 2026-07-08: the one that built against torch 2.11 on the H200 host.
+        "apex": {"ref": "6424da3b4faa6c8f062da4a48c424fff3f02d42d"},
+        "numpy": "2.2.6",
         # The Megatron JIT softmax kernels always target sm_70, which nvcc 13 cannot build.
         "megatron_flags": ["--no-masked-softmax-fusion"],
-        # The unfused attention path fails on torch 2.11 (FACTS.md G: CoreAttention.forward
+        # The unfused attention path fails on torch 2.11 (docs/upstream-facts.md §G: CoreAttention.forward
         # calls .view on non-contiguous query/key/value), so --use-flash-attn-v2 is required.
         # flash-attn is a source build that outlasts provisioning; "sdpa" installs the
         # collection's adapter serving flash_attn_varlen_func from torch's fused SDPA kernels.
@@ -209,18 +220,26 @@ PROFILES: Dict[str, Dict[str, Any]] = {
             "cudnn": None,
             "nccl": None,
         },
-        # DeepSpeed >= 0.14.1 falls back to gloo when oneCCL is missing (FACTS.md D5).
+        # DeepSpeed >= 0.14.1 falls back to gloo when oneCCL is missing (docs/upstream-facts.md §D5).
         "deepspeed": {"version": MDS_HEAD_DEEPSPEED, "pip": "deepspeed==0.19.6"},
         "pip_extra": [],
-        "megatron_deepspeed": {"ref": "main", "needs_apex": False},
+        "megatron_deepspeed": {"ref": "main", "era": "head", "needs_apex": False},
+        "apex": None,  # Megatron-DeepSpeed imports apex only on CUDA
+        "numpy": "2.2.6",
         "megatron_flags": [],
         # Megatron's FlashSelfAttention asserts its tensors are on the accelerator and fp16/bf16:
-        # nothing to install on CPU, and the unfused path runs there (FACTS.md, CPU experiment).
+        # nothing to install on CPU, and the unfused path runs there (docs/upstream-facts.md §D5).
         "flash_attn": {"required": False, "provider": None},
     },
 }
 
+# The profile a role or check uses when megatron_stack_profile is not set. Roles get it through
+# the stack_profile lookup (an empty name), never by repeating it.
 DEFAULT_PROFILE = "cu117"
+# The training venv, the same path on every node (the launcher starts the same interpreter
+# everywhere). python_env_path and megatron_job_venv default to it; the profile dict carries it
+# as ``venv`` so roles outside a play with either role read it from the lookup.
+VENV = "/opt/megatron/venv"
 
 
 class UnknownProfileError(KeyError):
@@ -241,7 +260,46 @@ def get(name: Optional[str]) -> Dict[str, Any]:
         )
     profile = copy.deepcopy(PROFILES[name])
     profile["name"] = name
+    # Derived facts, filled in by their one accessor so Jinja reads the same values as Python.
+    profile["deepspeed"]["pinned"] = deepspeed_pin(profile)
+    profile["venv"] = VENV
     return profile
+
+
+def _profile(profile: Any) -> Dict[str, Any]:
+    return profile if isinstance(profile, dict) else get(profile)
+
+
+def deepspeed_pin(profile: Any) -> Optional[str]:
+    """The DeepSpeed version the profile installs ('deepspeed==0.9.2' -> '0.9.2'), else None."""
+    pip = str((_profile(profile).get("deepspeed") or {}).get("pip") or "")
+    sep, version = pip.partition("==")[1:]
+    return version.strip() if sep and version.strip() else None
+
+
+def deepspeed_at_least(profile: Any, version: str) -> bool:
+    """True only when the profile pins a DeepSpeed >= ``version``; unpinned counts as older."""
+    from ._versions import compare  # local import keeps the data module flat
+
+    pinned = deepspeed_pin(profile)
+    return pinned is not None and compare(pinned, version) >= 0
+
+
+def mds_era(profile: Any) -> str:
+    """The Megatron-DeepSpeed era (``head`` or ``before_rebase``) of the checkout the profile
+    installs: which flag table (_mds_args) judges its arguments and which requirement set
+    python_env installs."""
+    return str(_profile(profile)["megatron_deepspeed"]["era"])
+
+
+def apex_ref(profile: Any) -> str:
+    """The NVIDIA apex commit the profile builds ('' where it builds none)."""
+    return str((_profile(profile).get("apex") or {}).get("ref") or "")
+
+
+def numpy_pin(profile: Any) -> str:
+    """The NumPy release the profile's torch and DeepSpeed import with."""
+    return str(_profile(profile)["numpy"])
 
 
 # What python_env_flash_attn may install: the collection's SDPA adapter, or flash-attn from pip.
@@ -253,8 +311,7 @@ def flash_attn(profile: Any) -> Dict[str, Any]:
     Megatron-DeepSpeed has --use-flash-attn-v2), ``required`` (the job cannot run without it)
     and ``provider`` (what python_env installs by default: "sdpa", "pip" or None).
     ``profile`` is a profile dict or a name (None: the default profile)."""
-    prof = profile if isinstance(profile, dict) else get(profile)
-    policy = prof.get("flash_attn")
+    policy = _profile(profile).get("flash_attn")
     if not policy:
         return {"supported": False, "required": False, "provider": None}
     return {
@@ -268,8 +325,7 @@ def torchscript_fusion(profile: Any) -> bool:
     """Whether the profile's torch fuses Megatron's TorchScript bias-GeLU on the GPU (absent:
     true; cu130's torch 2.11 does not, so megatron_job_bias_gelu_fusion: auto turns it off).
     ``profile`` is a profile dict or a name (None: the default profile)."""
-    prof = profile if isinstance(profile, dict) else get(profile)
-    return bool(prof.get("torchscript_fusion", True))
+    return bool(_profile(profile).get("torchscript_fusion", True))
 
 
 # Job settings whose value "auto" (megatron_job_use_flash_attn, megatron_job_bias_gelu_fusion)

@@ -134,7 +134,9 @@ log:
     - The log summary (see C(module_utils/_launch.py) C(parse_log)) plus C(tail) (last lines),
       C(size) (bytes) and C(exists).
     - C(last) holds the last iteration with C(iteration), C(train_iters), C(lm_loss),
-      C(tokens_per_gpu_per_second), C(tflops) when logged.
+      C(losses), C(iteration_time_ms), C(tokens_per_gpu_per_second), C(tflops) and the other
+      fields of Megatron's line when logged (C(module_utils/_megatron_log.py), the parser the
+      monitoring exporter shares).
   returned: always
   type: dict
 checkpoint:

@@ -44,10 +44,38 @@ def installed(tmp_path_factory):
     return {"cols": cols, "env": env, "tmp": tmp, "tarball": tarball}
 
 
-def test_tarball_leaves_out_local_state(installed):
-    listing = run(["tar", "tzf", str(installed["tarball"])], installed["tmp"]).stdout.splitlines()
+# What a user of the collection runs, and what only developing it needs (galaxy.yml build_ignore
+# must keep the second list out; written here independently of galaxy.yml).
+SHIPPED = ("plugins/", "roles/", "playbooks/", "templates/", "meta/", "docs/", "inventories/prod/")
+SHIPPED_FILES = ("README.md", "COPYING", "requirements.txt", "tests/wheelhouse/fill.py", "changelogs/changelog.yaml")
+DEV_ONLY = ("tests/unit/", "tests/integration/", "tests/fixtures/", "tests/mirror/", "tests/sanity/",
+            "tests/support/", "tests/output/", "molecule/", "bench/", "scripts/", "inventories/sim/",
+            "changelogs/fragments/", ".cache/", ".venv/", ".collections/", ".config/", ".device/", ".whl/",
+            ".git/", ".ci/", ".pytest_cache/")
+DEV_ONLY_FILES = ("Makefile", "pyproject.toml", "requirements-test.txt", "CONTRIBUTING.md", "ansible.cfg",
+                  ".yamllint", ".ansible-lint", ".gitignore")
+
+
+def _listing(installed):
+    names = run(["tar", "tzf", str(installed["tarball"])], installed["tmp"]).stdout.splitlines()
+    return {name.rstrip("/") for name in names}
+
+
+def test_tarball_ships_every_plugin_role_and_playbook(installed):
+    listing = _listing(installed)
+    tracked = run(["git", "ls-files", "--", *SHIPPED, *SHIPPED_FILES], REPO).stdout.split()
+    assert tracked, "git ls-files found nothing to compare with"
+    missing = [name for name in tracked if name not in listing and "__pycache__" not in name]
+    assert not missing, "left out of the tarball: %s" % missing
     assert "playbooks/site.yml" in listing and "plugins/modules/gpu_stack_facts.py" in listing
-    assert not [n for n in listing if n.startswith((".venv", ".collections", ".cache", ".device", ".whl"))]
+
+
+def test_tarball_leaves_out_development_files_and_local_state(installed):
+    listing = _listing(installed)
+    dev = sorted(name for name in listing
+                 if name in DEV_ONLY_FILES or name.rstrip("/") in [d.rstrip("/") for d in DEV_ONLY]
+                 or name.startswith(DEV_ONLY) or "__pycache__" in name or name.endswith(".pyc"))
+    assert not dev, "development-only paths in the tarball: %s" % dev
 
 
 def test_site_playbook_runs_by_fqcn(installed):

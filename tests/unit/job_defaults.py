@@ -2,28 +2,24 @@
 # Copyright: (c) 2026, megatron_ds.cluster developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The megatron_job role's defaults as a job spec, shared by the tests that render or check
-job files (imported as ansible_collections.megatron_ds.cluster.tests.unit.job_defaults)."""
+job files (imported as ansible_collections.megatron_ds.cluster.tests.unit.job_defaults).
+
+The spec comes from _job_spec.normalize, the one reader of megatron_job_* variables (the role
+and validate_job use it too); test_job_schema.py keeps its defaults equal to the role's YAML.
+"""
 from __future__ import annotations
 
-import pathlib
 from typing import Any, Dict
 
-import yaml
-from jinja2.nativetypes import NativeEnvironment
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_schema, _job_spec
 
-DEFAULTS = pathlib.Path(__file__).resolve().parents[2] / "roles" / "megatron_job" / "defaults" / "main.yml"
 DS_MISSING = "DeepSpeed is not importable here; CI needs `pip install torch deepspeed==0.19.6` in the test venv"
 
 
 def spec(**overrides: Any) -> Dict[str, Any]:
-    """The role defaults as a job spec (templated defaults resolved), 2 nodes, plus overrides."""
-    variables = yaml.safe_load(DEFAULTS.read_text())
-    env = NativeEnvironment()
-    for dummy in range(4):  # pylint: disable=unused-variable
-        for key, value in list(variables.items()):
-            if isinstance(value, str) and "{{" in value:
-                variables[key] = env.from_string(value).render(**variables)
-    out = {key[len("megatron_job_"):]: value for key, value in variables.items()}
-    out["nodes"] = 2
+    """The role defaults as a job spec, 2 nodes, plus overrides. The settings that take
+    ``auto`` stay ``auto``, so the same spec can be built for any stack profile."""
+    out = _job_spec.normalize({}, nodes=2)
+    out.update({key: _job_schema.DEFAULTS[key] for key in _job_schema.AUTO_BOOL_KEYS})
     out.update(overrides)
     return out

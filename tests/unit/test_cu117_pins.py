@@ -62,7 +62,7 @@ def test_torch_pin_and_preferred_python(profile):
 @pytest.mark.parametrize(
     ("profile", "name", "bad"),
     [
-        # DeepSpeed 0.9.2 breaks on these (FACTS.md H): the cu117 set must exclude them.
+        # DeepSpeed 0.9.2 breaks on these (docs/upstream-facts.md §H): the cu117 set must exclude them.
         ("cu117", "numpy", "2.0.0"),
         ("cu117", "pydantic", "2.0.0"),
         # torch 2.1 cannot exchange arrays with NumPy 2.
@@ -120,7 +120,7 @@ def test_cu117_pins_install_and_import_on_python311(tmp_path):
                          env=env).stdout
     torch_version, cuda, cudnn, ds, pydantic_version, numpy_version = json.loads(out.strip().splitlines()[-1])
     assert torch_version == "1.13.1+cu117" and cuda == "11.7"  # PyPI's 1.13.1 wheel is the cu117 build
-    assert cudnn == 8500  # torch's bundled nvidia-cudnn-cu11 8.5, not the system cuDNN 8.6 (FACTS.md H)
+    assert cudnn == 8500  # torch's bundled nvidia-cudnn-cu11 8.5, not the system cuDNN 8.6 (docs/upstream-facts.md §H)
     assert ds == "0.9.2"
     assert Version(str(pydantic_version)).major == 1 and Version(numpy_version).major == 1
     check = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "check"], capture_output=True, text=True,

@@ -27,8 +27,7 @@ from ansible.errors import AnsibleFilterError
 from ansible.plugins.filter.core import FilterModule as CoreFilters
 
 from ansible_collections.megatron_ds.cluster.plugins.filter.megatron_job import FilterModule as JobFilters
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _jobfiles as jf
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _jobspec
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_args, _job_files, _job_findings, _job_rules, _job_script, _job_spec
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _mds_args
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _stack_profiles
 from ansible_collections.megatron_ds.cluster.tests.unit.job_defaults import DS_MISSING, spec
@@ -109,9 +108,9 @@ def test_train_sh_flags_exist_in_megatron_deepspeed(name, overrides, profile):
     the profile installs, under that exact spelling, with a value argparse accepts."""
     job = spec(**overrides)
     text = render("train.sh.j2", job, profile)
-    parsed = _jobspec.parse_train_script(text)
+    parsed = _job_script.parse_train_script(text)
     era = _mds_args.BEFORE_REBASE if profile == "cu117" else _mds_args.HEAD
-    assert parsed["args"] == jf.train_args(job, profile)
+    assert parsed["args"] == _job_args.train_args(job, profile)
     for item in _mds_args.split_args(parsed["args"], era):
         note = _mds_args.classify(item.flag, era)
         assert note.status in ("known", "deprecated"), note.message
@@ -120,17 +119,17 @@ def test_train_sh_flags_exist_in_megatron_deepspeed(name, overrides, profile):
 
 @pytest.mark.parametrize("name, overrides, profile", JOBS, ids=JOB_IDS)
 def test_rendered_files_pass_job_validation(name, overrides, profile):
-    """The job validator (_jobspec.validate, what validate.yml runs) reads the rendered train.sh,
+    """The job validator (_job_rules.validate, what validate.yml runs) reads the rendered train.sh,
     ds_config.json and hostfile and finds nothing wrong."""
     job = spec(**overrides)
-    script = _jobspec.parse_train_script(render("train.sh.j2", job, profile))
+    script = _job_script.parse_train_script(render("train.sh.j2", job, profile))
     ds_config = json.loads(render("ds_config.json.j2", job, profile))
-    hosts = _jobspec.parse_hostfile(render("hostfile.j2", job, profile))
+    hosts = _job_files.parse_hostfile(render("hostfile.j2", job, profile))
     pinned = _stack_profiles.get(profile)["deepspeed"]["pip"].split("==")[-1]
-    findings = _jobspec.validate(script["spec"], ds_config=ds_config, cluster={"hosts": hosts},
-                                 deepspeed_version=pinned, script=script)
-    assert _jobspec.failed(findings) == []
-    # One node launches locally, without hostfile or launcher (see _jobfiles.launch_args).
+    findings = _job_rules.validate(script["spec"], ds_config=ds_config, cluster={"hosts": hosts},
+                                   deepspeed_version=pinned, script=script)
+    assert _job_findings.failed(findings) == []
+    # One node launches locally, without hostfile or launcher (see _job_args.launch_args).
     single = len(hosts) == 1
     assert script["launcher"]["launcher"] == (None if single else job["launcher"])
     assert (script["launcher"]["hostfile"] is None) is single
@@ -169,7 +168,7 @@ def test_train_sh_sources_nccl_env_and_quotes_values():
 @pytest.mark.parametrize("name, overrides, profile", JOBS, ids=JOB_IDS)
 def test_ds_config_json_renders_the_spec(name, overrides, profile):
     job = spec(**overrides)
-    assert json.loads(render("ds_config.json.j2", job, profile)) == jf.ds_config(job)
+    assert json.loads(render("ds_config.json.j2", job, profile)) == _job_args.ds_config(job)
 
 
 @pytest.fixture(scope="module")
@@ -181,7 +180,7 @@ def deepspeed_verdict():
     for name, overrides, profile in JOBS:
         job = spec(**overrides)
         configs.append({"config": json.loads(render("ds_config.json.j2", job, profile)),
-                        "dp": jf.job_summary(job)["dp"]})
+                        "dp": _job_spec.summary(job)["dp"]})
         hostfiles.append(render("hostfile.j2", job, profile))
     request = json.dumps({"configs": configs, "hostfiles": hostfiles})
     result = subprocess.run([sys.executable, "-c", JUDGE], input=request, capture_output=True, text=True,
@@ -234,7 +233,7 @@ def test_deepspeed_accepts_rendered_ds_config(deepspeed_verdict, index, job):
     assert parsed["ok"], parsed.get("error")
     assert parsed["train_batch_size"] == job_spec["global_batch_size"]
     assert parsed["micro"] == job_spec["micro_batch_size"]
-    assert parsed["grad_acc"] == jf.job_summary(job_spec)["grad_acc"]
+    assert parsed["grad_acc"] == _job_spec.summary(job_spec)["grad_acc"]
 
 
 # --------------------------------------------------------------------------- .deepspeed_env
@@ -249,7 +248,7 @@ def test_deepspeed_env_survives_deepspeeds_reader(tmp_path, name, overrides, pro
         for var in fd.readlines():
             key, val = var.split("=", maxsplit=1)
             exports[key.strip()] = val.strip()
-    assert exports == jf.deepspeed_env(job, profile)
+    assert exports == _job_files.deepspeed_env(job, profile)
     assert not path.read_text().endswith("\n\n")
 
 
@@ -265,7 +264,7 @@ def test_hostfile_parses(deepspeed_verdict, index, job):
     job_spec = spec(**overrides)
     text = render("hostfile.j2", job_spec, profile)
     expected = {host: job_spec["gpus_per_node"] for host in hosts_for(job_spec)}
-    assert jf.parse_hostfile(text) == expected
+    assert _job_files.parse_hostfile(text) == expected
     if "missing" in deepspeed_verdict:
         pytest.skip("%s (%s; our own parser passed)" % (DS_MISSING, deepspeed_verdict["missing"]))
     assert deepspeed_verdict["hostfiles"][index] == {"ok": True, "pool": expected}
@@ -323,7 +322,7 @@ def test_role_renders_the_job_files(tmp_path):
     modes = {name: (job / name).stat().st_mode & 0o777 for name in ("hostfile", "ds_config.json", ".deepspeed_env", "train.sh")}
     assert modes == {"hostfile": 0o644, "ds_config.json": 0o644, ".deepspeed_env": 0o644, "train.sh": 0o755}
     assert (job / "logs").is_dir()
-    assert jf.parse_hostfile((job / "hostfile").read_text()) == {"node1": 2, "10.0.0.2": 2}
+    assert _job_files.parse_hostfile((job / "hostfile").read_text()) == {"node1": 2, "10.0.0.2": 2}
     config = json.loads((job / "ds_config.json").read_text())
     assert (config["train_batch_size"], config["train_micro_batch_size_per_gpu"], config["gradient_accumulation_steps"]) == (8, 1, 2)
     env_text = (job / ".deepspeed_env").read_text()

@@ -64,8 +64,8 @@ def load_role_vars() -> Dict[str, Any]:
 
 
 def era_of(profile: Dict[str, Any]) -> str:
-    """The role's default python_env_megatron_era."""
-    return "before_rebase" if profile["megatron_deepspeed"]["ref"] == "before_rebase" else "head"
+    """The role's default python_env_megatron_era: the profile's (_stack_profiles.mds_era)."""
+    return profile["megatron_deepspeed"]["era"]
 
 
 def plan(profile_name: str, extra: Optional[List[str]] = None) -> Dict[str, Any]:
@@ -74,7 +74,7 @@ def plan(profile_name: str, extra: Optional[List[str]] = None) -> Dict[str, Any]
     role = load_role_vars()
     era = role["__python_env_eras"][era_of(profile)]
     pins = dict(era["requirements"])
-    pins.update(role.get("__python_env_profile_pins", {}).get(profile["name"]) or {})
+    pins["numpy"] = profile["numpy"]  # the profile's pin (_stack_profiles.numpy_pin)
     build = ["%s==%s" % item for item in era["build"].items()]
     requirements = ["%s==%s" % item for item in sorted(pins.items())]
     torch_spec = profile["torch"]["pip"]

@@ -114,7 +114,7 @@ def test_nccl_env_file_is_deepspeed_env_safe(host):
     env = host.file(NCCL_ENV_FILE)
     assert env.mode == 0o644
     lines = env.content_string.splitlines()
-    # .deepspeed_env crashes on blank lines and comments (FACTS D3).
+    # .deepspeed_env crashes on blank lines and comments (docs/upstream-facts.md §D3).
     assert all(re.fullmatch(r"NCCL_[A-Z_]+=\S+", line) for line in lines), lines
     values = dict(line.split("=", 1) for line in lines)
     default_iface = host.check_output("ip -o -4 route show default").split(" dev ")[1].split()[0]

@@ -139,7 +139,7 @@ CRASHING_HELPER = r"""
 #include <pybind11/pybind11.h>
 #include <pybind11/numpy.h>
 namespace py = pybind11;
-// Same signature as Megatron's helper; dies the way the GPU host's helper did (FACTS.md G).
+// Same signature as Megatron's helper; dies the way the GPU host's helper did (docs/upstream-facts.md §G).
 py::array build_sample_idx(const py::array_t<int32_t>&, const py::array_t<int32_t>&,
                            const int32_t, const int32_t, const int64_t) {
   std::raise(SIGSEGV);

@@ -9,7 +9,8 @@ Run by systemd on the head node (monitoring role), as the training user:
         --listen-address 10.0.0.1 --port 9701 --seq-length 2048
 
 It follows the log the way ``tail -F`` does (it reopens a rotated or truncated file) and parses
-the lines megatron/training.py ``training_log`` prints on the last rank every log interval:
+the lines megatron/training.py ``training_log`` prints on the last rank every log interval
+(read by ``_megatron_log``, installed beside this file from the collection's module_utils):
 
      iteration       10/     100 | consumed samples: 80 | consumed tokens: 163840 |
      elapsed time per iteration (ms): 812.3 | learning rate: 6.000E-05 | global batch size: 8 |
@@ -22,7 +23,6 @@ the lines megatron/training.py ``training_log`` prints on the last rank every lo
 import argparse
 import math
 import os
-import re
 import sys
 import threading
 import time
@@ -32,82 +32,10 @@ try:
 except ImportError:  # Python < 3.7
     from http.server import BaseHTTPRequestHandler, HTTPServer as ThreadingHTTPServer
 
-_ITERATION_RE = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|")
-_FIELD_RE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9 _()\-/]*?)\s*:\s*(\S+)\s*$")
-
-# Megatron's field text -> key. Any other "<name>: <number>" field whose name ends in "loss"
-# is a loss (lm loss, moe loss, ...), exported as megatron_train_loss{name="<name>"}.
-FIELDS = {
-    "consumed samples": "consumed_samples",
-    "consumed tokens": "consumed_tokens",
-    "elapsed time per iteration (ms)": "iteration_time_ms",
-    "learning rate": "learning_rate",
-    "global batch size": "global_batch_size",
-    "loss scale": "loss_scale",
-    "grad norm": "grad_norm",
-    "num zeros": "num_zeros",
-    "params norm": "params_norm",
-    "actual seqlen": "seq_length",
-    "curriculum seqlen": "curriculum_seq_length",
-    "number of skipped iterations": "skipped_iterations",
-    "number of nan iterations": "nan_iterations",
-    "samples per second": "samples_per_second",
-    "tokens per gpu per second (tgs)": "tokens_per_gpu_per_second",
-    "TFLOPs": "tflops",
-}
-
-
-def parse_number(text):
-    """A number as Megatron formats it; 'nan', 'NAN', 'inf', '-INF' included (float() reads them)."""
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
-def is_finite(value):
-    return value is not None and not math.isnan(value) and not math.isinf(value)
-
-
-def parse_line(line):
-    """The fields of one training_log line as a dict, or None for any other line.
-
-    Keys: iteration, train_iters, the FIELDS values, and losses {name: value}.
-    """
-    match = _ITERATION_RE.search(line)
-    if not match:
-        return None
-    record = {"iteration": int(match.group(1)), "train_iters": int(match.group(2)), "losses": {}}
-    for part in line[match.end():].split("|"):
-        field = _FIELD_RE.match(part)
-        if not field:
-            continue
-        name, value = field.group(1).strip(), parse_number(field.group(2))
-        if value is None:
-            continue
-        if name in FIELDS:
-            record[FIELDS[name]] = value
-        elif name.endswith("loss"):
-            record["losses"][name] = value
-    return record
-
-
-def record_is_nonfinite(record):
-    """True when the interval this line reports went NaN/inf.
-
-    Megatron says so three ways: a loss printed as NAN/INF (forks that print every average),
-    a NaN grad norm, or nan iterations > 0 (fp16: a skipped step whose loss was inf/NaN). HEAD
-    prints a loss only when its average is > 0, so a NaN loss in bf16 shows as the loss field
-    missing while no iteration was skipped: that counts too.
-    """
-    if any(not is_finite(value) for value in record["losses"].values()):
-        return True
-    grad_norm = record.get("grad_norm")
-    if grad_norm is not None and not is_finite(grad_norm):
-        return True
-    if record.get("nan_iterations", 0) > 0:
-        return True
-    return not record["losses"] and record.get("skipped_iterations", 0) == 0
+# The collection's log parser (plugins/module_utils/_megatron_log.py), which the role installs
+# next to this file: the same reader as the job status and the launch wait.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _megatron_log  # noqa: E402  pylint: disable=wrong-import-position
 
 
 class TrainingState(object):
@@ -131,7 +59,7 @@ class TrainingState(object):
             self.lines += 1
             self.skipped_total += record.get("skipped_iterations", 0.0)
             self.nan_total += record.get("nan_iterations", 0.0)
-            nonfinite = record_is_nonfinite(record)
+            nonfinite = _megatron_log.is_nonfinite(record)
             if nonfinite:
                 self.nonfinite_total += 1
             self.loss_missing = 0 if record["losses"] else 1
@@ -280,7 +208,7 @@ def follow(state, follower, poll_interval, stop):
         lines, present = follower.read_lines()
         now = time.time()
         for line in lines:
-            record = parse_line(line)
+            record = _megatron_log.parse_iteration(line)
             if record is not None:
                 state.apply(record, now)
         state.log_present = 1 if present else 0
@@ -322,7 +250,7 @@ def main(argv=None):
     stop = threading.Event()
     # Read what is already there first: the last iteration and the counters start from the log.
     for line in follower.read_lines()[0]:
-        record = parse_line(line)
+        record = _megatron_log.parse_iteration(line)
         if record is not None:
             state.apply(record, _mtime(args.log_file))
     thread = threading.Thread(target=follow, args=(state, follower, args.poll_interval, stop))

@@ -4,7 +4,7 @@
 """Call Megatron's compiled dataset helper once, the way gpt_dataset.py does at start-up.
 
 Importing the helper is not enough: on the GPU validation host a helper built by another
-compiler crashed inside build_sample_idx (FACTS.md G). This loads megatron/data/helpers<ext>
+compiler crashed inside build_sample_idx (docs/upstream-facts.md §G). This loads megatron/data/helpers<ext>
 by path (no megatron import, so no torch), calls build_sample_idx on tiny int32 arrays and
 compares the result with the pure-Python _build_sample_idx of gpt_dataset.py, copied below.
 A crash ends the process by signal, which the role reports.

@@ -1,14 +1,14 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, megatron_ds.cluster developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The job-file filters: names, delegation to _jobfiles, and errors as AnsibleFilterError."""
+"""The job-file filters: names, delegation to the job package, and errors as AnsibleFilterError."""
 from __future__ import annotations
 
 import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.megatron_ds.cluster.plugins.filter.megatron_job import FilterModule
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _jobfiles
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_args, _job_spec
 
 FILTERS = FilterModule().filters()
 
@@ -35,7 +35,7 @@ SPEC = {
 @pytest.mark.parametrize(
     "name",
     ["ds_config", "train_args", "train_arg_groups", "train_flags", "launch_args", "deepspeed_env",
-     "deepspeed_env_lines", "deepspeed_env_file_supported", "hostfile_lines", "job_summary"],
+     "deepspeed_env_lines", "deepspeed_env_file_supported", "hostfile_lines", "job_summary", "job_spec"],
 )
 def test_filter_is_exposed(name):
     assert callable(FILTERS[name])
@@ -44,15 +44,15 @@ def test_filter_is_exposed(name):
 @pytest.mark.parametrize(
     "name, args, expected",
     [
-        ("ds_config", (), _jobfiles.ds_config(SPEC)),
-        ("train_args", ("cpu",), _jobfiles.train_args(SPEC, "cpu")),
-        ("train_flags", ("cpu",), _jobfiles.train_flags(SPEC, "cpu")),
+        ("ds_config", (), _job_args.ds_config(SPEC)),
+        ("train_args", ("cpu",), _job_args.train_args(SPEC, "cpu")),
+        ("train_flags", ("cpu",), _job_args.train_flags(SPEC, "cpu")),
         ("launch_args", (), ["--hostfile", "/w/hostfile", "--launcher", "pdsh", "--master_port", "29500",
                              "--num_nodes", "2", "--num_gpus", "2"]),
         ("deepspeed_env_lines", ("cpu",), ["DS_ACCELERATOR=cpu",
                                            "PATH=/v/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                                            "PYTHONPATH=/m"]),
-        ("job_summary", (), _jobfiles.job_summary(SPEC)),
+        ("job_summary", (), _job_spec.summary(SPEC)),
     ],
 )
 def test_spec_filters_delegate(name, args, expected):
@@ -84,9 +84,21 @@ def test_other_filters(name, value, args, expected):
         ("hostfile_lines", ["n1", "n1"], (8,), "megatron_ds.cluster.hostfile_lines: hostfile: nodes #1 and #2"),
         ("ds_config", "not a spec", (), "megatron_ds.cluster.ds_config: expected the job spec"),
         ("deepspeed_env_file_supported", "cu999", (), "unknown stack profile 'cu999'"),
+        ("job_spec", {"megatron_job_tensor_parallel": "x"}, (),
+         "megatron_ds.cluster.job_spec: megatron_job_tensor_parallel: found 'x', expected an integer"),
     ],
 )
 def test_filter_errors(name, value, args, message):
     with pytest.raises(AnsibleFilterError) as caught:
         FILTERS[name](value, *args)
     assert message in str(caught.value)
+
+
+def test_job_spec_reads_the_role_variables():
+    """The role's __megatron_job_spec: megatron_job_* variables through the one reader
+    (_job_spec.normalize), the per-host address left out, auto resolved for the profile."""
+    job = FILTERS["job_spec"]({"megatron_job_tensor_parallel": "2", "megatron_job_node_address": "10.0.0.1",
+                               "megatron_job_stack_profile": "cu130"}, nodes=3)
+    assert (job["tensor_parallel"], job["nodes"], job["use_flash_attn"], job["bias_gelu_fusion"]) == (2, 3, True, False)
+    assert "node_address" not in job and job["workdir"] == "/opt/megatron/jobs/gpt"
+    assert FILTERS["job_spec"](job) == job  # idempotent: every builder normalizes again

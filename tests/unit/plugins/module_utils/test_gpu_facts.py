@@ -267,7 +267,7 @@ def test_nccl_header(rel, expected):
 
 # --------------------------------------------------------------------------- torch's numbers
 @pytest.mark.parametrize("value, expected", [
-    (8500, "8.5.0"),      # torch 1.13.1+cu117 (FACTS.md H)
+    (8500, "8.5.0"),      # torch 1.13.1+cu117 (docs/upstream-facts.md §H)
     (91900, "9.19.0"),    # torch 2.11.0+cu130 on the H200 host
     (8907, "8.9.7"),
     (90000, "9.0.0"),     # the first cuDNN 9 code: MAJOR*10000 from here on (cudnn_version.h)
@@ -856,7 +856,7 @@ def test_probe_in_a_real_venv_without_torch(tmp_path):
 
 def test_probe_keeps_stdout_clean_and_tells_pypi_apex_from_nvidia_apex(tmp_path):
     # Stand-ins for two behaviours of real packages that this machine cannot install: DeepSpeed
-    # prints while importing, and PyPI's 'apex' (a Pyramid toolkit, FACTS.md F) has no
+    # prints while importing, and PyPI's 'apex' (a Pyramid toolkit, docs/upstream-facts.md §F) has no
     # apex.normalization. Both are plain Python packages, not NVIDIA tools.
     venv = make_venv(tmp_path / "venv")
     site = site_packages(venv)

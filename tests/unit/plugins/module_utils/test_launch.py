@@ -15,6 +15,7 @@ from typing import Any, Dict, List
 import pytest
 
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _launch as la
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _megatron_log
 
 MEGATRON_LINE = (
     " iteration       10/      15 | consumed samples:          120 | consumed tokens:        15360 |"
@@ -60,19 +61,22 @@ def test_rank_pattern_refuses_an_empty_name():
 
 
 # --------------------------------------------------------------------------- logs
-def test_megatron_iteration_line_is_parsed():
-    entry = la.parse_megatron_iteration("node3: " + MEGATRON_LINE)
+def test_megatron_iteration_line_is_read_by_the_shared_parser():
+    """parse_log's entries are _megatron_log's records: the keys the exporter uses too."""
+    summary = la.parse_log(["node3: " + MEGATRON_LINE])
+    entry = summary["last"]
+    assert summary["kind"] == "megatron" and entry == _megatron_log.parse_iteration(MEGATRON_LINE)
     assert entry["iteration"] == 10 and entry["train_iters"] == 15
     assert entry["lm_loss"] == pytest.approx(7.8)
     assert entry["tokens_per_gpu_per_second"] == pytest.approx(36326.869)
     assert entry["tflops"] == pytest.approx(310.83)
-    assert entry["elapsed_ms"] == pytest.approx(1527.3)
+    assert entry["iteration_time_ms"] == pytest.approx(1527.3)
     assert entry["global_batch_size"] == 12
 
 
 @pytest.mark.parametrize("line", ["", "iteration 10 of 15", " validation loss at iteration 10 | lm loss value: 7.1 |"])
 def test_other_lines_are_not_iterations(line):
-    assert la.parse_megatron_iteration(line) is None
+    assert la.parse_log([line])["iterations_logged"] == 0
 
 
 def _result(host: str, rank: int, **extra: Any) -> Dict[str, Any]:
@@ -149,7 +153,7 @@ def test_tail_text_reads_from_the_offset_and_caps_the_size(tmp_path):
     # the burn-in / --no-pipeline-parallel, ZeRO-1, DP 2
     (["mp_rank_00_model_states.pt", "zero_pp_rank_0_mp_rank_00_optim_states.pt", "zero_pp_rank_1_mp_rank_00_optim_states.pt"],
      {"tp": 1, "pp": 1, "dp": 2, "no_pipeline_parallel": True, "layout": "deepspeed"}),
-    # bf16 ZeRO-2, TP 2 (FACTS B: bf16_ prefix)
+    # bf16 ZeRO-2, TP 2 (docs/upstream-facts.md §B: bf16_ prefix)
     (["mp_rank_00_model_states.pt", "mp_rank_01_model_states.pt", "bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt",
       "bf16_zero_pp_rank_0_mp_rank_01_optim_states.pt"],
      {"tp": 2, "pp": 1, "dp": 1, "no_pipeline_parallel": True}),

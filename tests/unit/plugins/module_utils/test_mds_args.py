@@ -14,7 +14,7 @@ from ansible_collections.megatron_ds.cluster.plugins.module_utils._mds_args impo
 )
 
 # ---------------------------------------------------------------------------------------
-# The table against FACTS.md A (flag, era, action, type, nargs, default)
+# The table against docs/upstream-facts.md §A (flag, era, action, type, nargs, default)
 # ---------------------------------------------------------------------------------------
 
 

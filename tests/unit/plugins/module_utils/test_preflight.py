@@ -22,7 +22,7 @@ FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures",
 
 # What a node built for a profile reports where the profile only pins a series (nvcc's own
 # component version, torch's bundled libraries). Real values: nvcc 11.7.99 ships with CUDA
-# 11.7.1 (FACTS.md H), 13.0.88 with 13.0 (the GPU validation host).
+# 11.7.1 (docs/upstream-facts.md §H), 13.0.88 with 13.0 (the GPU validation host).
 NVCC = {"cu117": "11.7.99", "cu121": "12.1.105", "cu130": "13.0.88"}
 TORCH_CUDNN = {"cu117": "8.5.0", "cu121": "8.9.2", "cu130": "9.19.0"}
 TORCH_NCCL = {"cu117": "2.14.3", "cu121": "2.18.1", "cu130": "2.28.9"}
@@ -728,7 +728,7 @@ def _header_version(name: str, prefix: str, patch: str) -> str:
 def h200_facts(deepspeed: str) -> Dict[str, Any]:
     """gpu_stack_facts of the 2 x H200 host, read from the recorded outputs.
 
-    What the recordings do not cover comes from FACTS.md G: DeepSpeed (0.17.5 and 0.19.6 ran
+    What the recordings do not cover comes from docs/upstream-facts.md §G: DeepSpeed (0.17.5 and 0.19.6 ran
     there as wheels), apex HEAD built with its CUDA extensions, a Megatron-DeepSpeed HEAD
     checkout. There is no NVSwitch, fabric manager, InfiniBand or systemd (no clock state).
     """

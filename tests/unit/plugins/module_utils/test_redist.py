@@ -129,9 +129,11 @@ def test_load_manifest_rejects_what_is_not_a_manifest(source, message):
          "https://mirror/compute/cuda/redist/cuda_cudart/linux-sbsa/cuda_cudart-linux-sbsa-11.7.99-archive.tar.xz", 798380),
     ]),
 ])
-def test_select_keeps_order_and_builds_urls(wanted, platform, expected):
-    got = _redist.select(CUDA_MANIFEST, wanted, platform, "https://mirror")
-    assert [(a["name"], a["version"], a["sha256"], a["url"], a["size"]) for a in got] == expected
+def test_archives_keep_order_and_their_urls_follow_nvidia(wanted, platform, expected):
+    got = _redist.archives(CUDA_MANIFEST, wanted, platform)
+    base = _redist.redist_url("https://mirror/", "cuda")
+    assert [(a["name"], a["version"], a["sha256"], _redist.join_url(base, a["relative_path"]), a["size"])
+            for a in got] == expected
 
 
 @pytest.mark.parametrize("wanted, platform, messages", [
@@ -142,27 +144,30 @@ def test_select_keeps_order_and_builds_urls(wanted, platform, expected):
     (["libcublas", "cuda_nvcc"], "linux-sbsa", ["'libcublas' is not in the manifest", "'cuda_nvcc' has no linux-sbsa"]),
     ([], "linux-x86_64", ["no redist components requested"]),
 ])
-def test_select_refuses_with_the_reason(wanted, platform, messages):
+def test_archives_refuse_with_every_reason(wanted, platform, messages):
+    problems = _redist.manifest_problems(CUDA_MANIFEST, wanted, platform)
+    assert len(problems) == len(messages)
     with pytest.raises(_redist.RedistError) as err:
-        _redist.select(CUDA_MANIFEST, wanted, platform, "https://mirror")
-    for message in messages:
-        assert message in str(err.value)
+        _redist.archives(CUDA_MANIFEST, wanted, platform)
+    for message, problem in zip(messages, problems):
+        assert message in problem and message in str(err.value)
 
 
 @pytest.mark.parametrize("variant, sha", [("11", SHA_A), ("cuda12", SHA_B)])
-def test_select_cudnn_variant(variant, sha):
-    (got,) = _redist.select(CUDNN_MANIFEST, ["cudnn"], "linux-x86_64", "https://x", _redist.CUDNN_REDIST_PATH, variant)
-    assert got["sha256"] == sha
-    assert got["url"].startswith("https://x/compute/cudnn/redist/cudnn/linux-x86_64/cudnn-linux-x86_64-8.9.7.29_cuda")
+def test_archives_cudnn_variant(variant, sha):
+    (got,) = _redist.archives(CUDNN_MANIFEST, ["cudnn"], "linux-x86_64", variant)
+    assert got["sha256"] == sha and got["version"] == "8.9.7.29"
+    assert got["relative_path"] == _redist.cudnn_archive_relpath("8.9.7.29", variant.replace("cuda", ""))
 
 
 @pytest.mark.parametrize("variant, message", [
     (None, "split by CUDA variant (cuda11, cuda12); say which one"),
     ("13", "has no cuda13 build for linux-x86_64; builds: cuda11, cuda12"),
 ])
-def test_select_cudnn_variant_missing(variant, message):
+def test_archives_cudnn_variant_missing(variant, message):
+    assert message in _redist.manifest_problems(CUDNN_MANIFEST, ["cudnn"], "linux-x86_64", variant)[0]
     with pytest.raises(_redist.RedistError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        _redist.select(CUDNN_MANIFEST, ["cudnn"], "linux-x86_64", "https://x", _redist.CUDNN_REDIST_PATH, variant)
+        _redist.archives(CUDNN_MANIFEST, ["cudnn"], "linux-x86_64", variant)
 
 
 @pytest.mark.parametrize("func, args, expected", [
@@ -177,6 +182,39 @@ def test_select_cudnn_variant_missing(variant, message):
     (_redist.nccl_relpath, ("2.18.1-1", "12.1", "aarch64"), "v2.18.1/nccl_2.18.1-1+cuda12.1_aarch64.txz"),
 ])
 def test_archive_names_follow_nvidia(func, args, expected):
+    assert func(*args) == expected
+
+
+@pytest.mark.parametrize("kind, mirror, expected", [
+    ("cuda", None, "https://developer.download.nvidia.com/compute/cuda/redist"),
+    ("cuda", "", "https://developer.download.nvidia.com/compute/cuda/redist"),
+    ("cudnn", "http://10.0.0.5:8080/", "http://10.0.0.5:8080/compute/cudnn/redist"),
+    ("nccl", "file:///srv/nvidia//", "file:///srv/nvidia/compute/redist/nccl"),
+    ("cuda_runfile", "https://m", "https://m/compute/cuda"),
+])
+def test_redist_url_keeps_nvidia_paths_under_a_mirror(kind, mirror, expected):
+    assert _redist.redist_url(mirror, kind) == expected
+    assert expected.endswith("/" + _redist.redist_path(kind))
+
+
+@pytest.mark.parametrize("func, args, message", [
+    (_redist.redist_path, ("cublas",), "kinds: cuda, cuda_runfile, cudnn, nccl"),
+    (_redist.manifest_name, ("",), "needs a release version"),
+    (_redist.runfile_relpath, ("11.7.1", ""), "needs a version and a file name"),
+    (_redist.runfile_relpath, ("11.7.1", "../x.run"), "needs a version and a file name"),
+])
+def test_layout_refuses_bad_input(func, args, message):
+    with pytest.raises(_redist.RedistError, match=message):
+        func(*args)
+
+
+@pytest.mark.parametrize("func, args, expected", [
+    (_redist.manifest_name, ("11.7.1",), "redistrib_11.7.1.json"),
+    (_redist.manifest_name, ("8.9.7.29",), "redistrib_8.9.7.29.json"),
+    (_redist.runfile_relpath, ("11.7.1", "cuda_11.7.1_515.65.01_linux.run"),
+     "11.7.1/local_installers/cuda_11.7.1_515.65.01_linux.run"),
+])
+def test_manifest_and_runfile_names(func, args, expected):
     assert func(*args) == expected
 
 
@@ -209,7 +247,7 @@ def test_manifest_entry_hashes_the_file(tmp_path):
 
 
 def test_marker_records_versions_and_sha256():
-    artifacts = _redist.select(CUDA_MANIFEST, ["cuda_cudart", "cuda_nvcc"], "linux-x86_64", "https://m")
+    artifacts = _redist.archives(CUDA_MANIFEST, ["cuda_cudart", "cuda_nvcc"], "linux-x86_64")
     assert _redist.marker("11.7.1", "redist", artifacts) == {
         "version": "11.7.1",
         "method": "redist",

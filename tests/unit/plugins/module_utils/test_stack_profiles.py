@@ -1,8 +1,13 @@
 # -*- coding: utf-8 -*-
 from __future__ import annotations
 
-import pytest
+import pathlib
 
+import pytest
+import yaml
+
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _mds_args
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _stack_profiles
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _stack_profiles as sp
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _versions as v
 
@@ -70,10 +75,10 @@ def test_min_driver_for_cuda(cuda, expected):
 @pytest.mark.parametrize(
     "name, expected",
     [
-        # before_rebase has no --use-flash-attn* flags (FACTS.md A).
+        # before_rebase has no --use-flash-attn* flags (docs/upstream-facts.md §A).
         ("cu117", {"supported": False, "required": False, "provider": None}),
         ("cu121", {"supported": True, "required": False, "provider": None}),
-        # torch 2.11's unfused attention fails (FACTS.md G): flash attention is required.
+        # torch 2.11's unfused attention fails (docs/upstream-facts.md §G): flash attention is required.
         ("cu130", {"supported": True, "required": True, "provider": "sdpa"}),
         ("cpu", {"supported": True, "required": False, "provider": None}),
         (None, {"supported": False, "required": False, "provider": None}),  # the default, cu117
@@ -138,3 +143,38 @@ def test_auto_setting(key, name, expected):
 def test_auto_setting_refuses(key, name, error):
     with pytest.raises(error):
         sp.auto_setting(key, name)
+
+
+# ------------------------------------------------------------------ one accessor per fact
+@pytest.mark.parametrize("name, era, pin, numpy, apex", [
+    ("cu117", "before_rebase", "0.9.2", "1.24.4", "0da3ffb92ee6fbe5336602f0e3989db1cd16f880"),
+    ("cu121", "head", "0.19.6", "1.26.4", "4138d31ff0acf4071d1dc001ccb7cd6e00800324"),
+    ("cu130", "head", "0.19.6", "2.2.6", "6424da3b4faa6c8f062da4a48c424fff3f02d42d"),
+    ("cpu", "head", "0.19.6", "2.2.6", ""),
+])
+def test_profile_accessors(name, era, pin, numpy, apex):
+    profile = _stack_profiles.get(name)
+    assert _stack_profiles.mds_era(name) == _stack_profiles.mds_era(profile) == era
+    assert _stack_profiles.deepspeed_pin(name) == profile["deepspeed"]["pinned"] == pin
+    assert _stack_profiles.numpy_pin(name) == numpy
+    assert _stack_profiles.apex_ref(name) == apex
+    # The era the profile installs is the era its own DeepSpeed pin imports: the flag table
+    # validate_job picks from a DeepSpeed version and the one train.sh is rendered for agree.
+    assert _mds_args.era_for_deepspeed(pin) == era
+
+
+@pytest.mark.parametrize("profile, version, expected", [
+    ("cu117", "0.9.2", True), ("cu117", "0.10.1", False), ("cu130", "0.15.2", True), ({"deepspeed": {}}, "0.1", False),
+])
+def test_deepspeed_at_least(profile, version, expected):
+    assert _stack_profiles.deepspeed_at_least(profile, version) is expected
+
+
+def test_fallback_profile_and_venv_are_named_once():
+    """The lookup answers an empty name with the default profile, and every profile carries the
+    venv path, so roles read both from it instead of repeating them."""
+    assert _stack_profiles.get("")["name"] == _stack_profiles.get(None)["name"] == _stack_profiles.DEFAULT_PROFILE
+    assert {_stack_profiles.get(n)["venv"] for n in _stack_profiles.names()} == {_stack_profiles.VENV}
+    roles = pathlib.Path(__file__).resolve().parents[4] / "roles"
+    for role, variable in (("python_env", "python_env_path"), ("megatron_job", "megatron_job_venv")):
+        assert yaml.safe_load((roles / role / "defaults" / "main.yml").read_text())[variable] == _stack_profiles.VENV

@@ -3,7 +3,9 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The monitoring role's training-log exporter on lines in Megatron-DeepSpeed's real format.
 
-Every line below is what megatron/training.py ``training_log`` prints (HEAD and the
+The exporter is loaded the way the role installs it: copied into one directory beside the
+collection's log parser (plugins/module_utils/_megatron_log.py, tested line by line in
+tests/unit/plugins/module_utils/test_megatron_log.py). Every line below is what megatron/training.py ``training_log`` prints (HEAD and the
 before_rebase branch share the format; before_rebase has no tgs field): the format strings were
 run on the values shown. The NaN lines are what Python prints for a NaN through ``{:.6E}``
 (``NAN``) and ``{:.3f}`` (``nan``); HEAD drops a loss whose average is not > 0, so a bf16 NaN
@@ -12,8 +14,10 @@ loss shows as a line with no loss and a NaN grad norm.
 from __future__ import annotations
 
 import importlib.util
-import math
 import os
+import shutil
+import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -21,10 +25,24 @@ from pathlib import Path
 
 import pytest
 
-FILES = Path(__file__).resolve().parents[4] / "roles" / "monitoring" / "files"
-_SPEC = importlib.util.spec_from_file_location("megatron_log_exporter", FILES / "megatron_log_exporter.py")
-lx = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(lx)
+ROOT = Path(__file__).resolve().parents[4]
+
+
+def _install():
+    """The role's install step: the exporter and _megatron_log.py in one directory."""
+    target = Path(tempfile.mkdtemp(prefix="megatron_log_exporter-"))
+    shutil.copy(str(ROOT / "roles" / "monitoring" / "files" / "megatron_log_exporter.py"), str(target))
+    shutil.copy(str(ROOT / "plugins" / "module_utils" / "_megatron_log.py"), str(target))
+    spec = importlib.util.spec_from_file_location("megatron_log_exporter", target / "megatron_log_exporter.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    # The exporter imported the installed copy, not the collection's module.
+    assert Path(sys.modules["_megatron_log"].__file__).parent == target
+    return module
+
+
+lx = _install()
+parse = lx._megatron_log.parse_iteration
 
 HEALTHY = (
     " iteration       10/     100 | consumed samples:           80 | consumed tokens:       163840 |"
@@ -61,73 +79,6 @@ FP16_OVERFLOW_ONLY = (
     " number of skipped iterations:   2 | number of nan iterations:   0 | samples per second: 13.333 |"
     " tokens per gpu per second (tgs): 6826.700 | TFLOPs: 160.00 |"
 )
-# before_rebase (the guide's branch): no tgs field; pdsh prefixes the node name.
-BEFORE_REBASE_PDSH = (
-    "node1:  iteration      200/    1000 | consumed samples:         1600 | consumed tokens:      3276800 |"
-    " elapsed time per iteration (ms): 355.2 | learning rate: 1.200E-04 | global batch size:     8 |"
-    " lm loss: 7.250000E+00 | loss scale: 65536.0 | grad norm: 1.234 | actual seqlen:  2048 |"
-    " number of skipped iterations:   0 | number of nan iterations:   0 | samples per second: 22.523 |"
-    " TFLOPs: 0.00 |"
-)
-
-
-@pytest.mark.parametrize(
-    "line, expected",
-    [
-        (HEALTHY, {"iteration": 10, "train_iters": 100, "consumed_samples": 80.0,
-                   "iteration_time_ms": 812.3, "learning_rate": 6.0e-5, "global_batch_size": 8.0,
-                   "loss_scale": 1.0, "grad_norm": 3.456, "seq_length": 2048.0,
-                   "skipped_iterations": 0.0, "nan_iterations": 0.0, "samples_per_second": 9.849,
-                   "tokens_per_gpu_per_second": 5042.4, "tflops": 120.45,
-                   "losses": {"lm loss": 10.12345}}),
-        (FP16_SKIPPED, {"iteration": 40, "loss_scale": 16384.0, "skipped_iterations": 3.0,
-                        "nan_iterations": 1.0, "losses": {"lm loss": 9.5}}),
-        (BEFORE_REBASE_PDSH, {"iteration": 200, "train_iters": 1000, "tflops": 0.0,
-                              "losses": {"lm loss": 7.25}}),
-    ],
-    ids=["healthy", "fp16-skipped", "before-rebase-pdsh-prefix"],
-)
-def test_parse_line_reads_every_field(line, expected):
-    record = lx.parse_line(line)
-    for key, value in expected.items():
-        assert record[key] == (pytest.approx(value) if isinstance(value, float) else value), key
-
-
-def test_parse_line_absent_fields_stay_absent():
-    assert "grad_norm" not in lx.parse_line(FP16_SKIPPED)
-    assert "tokens_per_gpu_per_second" not in lx.parse_line(BEFORE_REBASE_PDSH)
-
-
-@pytest.mark.parametrize(
-    "line",
-    [
-        "",
-        "[before the start of training step] datetime: 2026-11-29 17:22:50",
-        " validation loss at iteration 100 | lm loss value: 7.1E+00 | lm loss PPL: 1.2E+03 |",
-        "time (ms) | forward-compute: 300.1 | backward-compute: 500.2",
-        "[Rank 0] (after 10 iterations) memory (MB) | allocated: 1.0 | max allocated: 2.0",
-        "iteration 10 of 100",
-    ],
-    ids=["empty", "datetime", "validation", "timers", "memory", "prose"],
-)
-def test_parse_line_ignores_other_lines(line):
-    assert lx.parse_line(line) is None
-
-
-@pytest.mark.parametrize(
-    "line, nonfinite",
-    [
-        (HEALTHY, False),
-        (NAN_LOSS, True),
-        (BF16_NAN_HEAD, True),
-        (FP16_SKIPPED, True),          # a skipped step whose loss was inf/NaN
-        (FP16_OVERFLOW_ONLY, False),   # overflow skips without NaN are routine in fp16
-        (BEFORE_REBASE_PDSH, False),
-    ],
-    ids=["healthy", "nan-loss", "bf16-nan-head", "fp16-nan-iteration", "fp16-overflow", "before-rebase"],
-)
-def test_nonfinite_detection(line, nonfinite):
-    assert lx.record_is_nonfinite(lx.parse_line(line)) is nonfinite
 
 
 def _samples(text):
@@ -169,7 +120,7 @@ def test_render_before_any_iteration_has_only_counters():
 def test_render_values(lines, expected):
     state = lx.TrainingState(seq_length=1024, started=0.0)
     for line in lines:
-        state.apply(lx.parse_line(line), seen_at=1000.0)
+        state.apply(parse(line), seen_at=1000.0)
     metrics = _samples(state.render(now=1030.0))
     for name, value in expected.items():
         assert metrics[name] == pytest.approx(value), name
@@ -177,7 +128,7 @@ def test_render_values(lines, expected):
 
 def test_render_writes_nan_loss_as_prometheus_nan():
     state = lx.TrainingState()
-    state.apply(lx.parse_line(NAN_LOSS), seen_at=1.0)
+    state.apply(parse(NAN_LOSS), seen_at=1.0)
     text = state.render(now=2.0)
     assert 'megatron_train_loss{name="lm loss"} NaN' in text
     assert "megatron_train_grad_norm NaN" in text
@@ -186,7 +137,7 @@ def test_render_writes_nan_loss_as_prometheus_nan():
 
 def test_tokens_per_second_falls_back_to_configured_seq_length():
     state = lx.TrainingState(seq_length=4096)
-    record = lx.parse_line(HEALTHY)
+    record = parse(HEALTHY)
     del record["seq_length"]
     state.apply(record, seen_at=1.0)
     assert state.tokens_per_second() == pytest.approx(9.849 * 4096)
@@ -249,9 +200,3 @@ def test_http_server_serves_metrics(tmp_path):
         stop.set()
         server.shutdown()
         server.server_close()
-
-
-def test_parse_number_reads_python_nan_and_inf_spellings():
-    assert math.isnan(lx.parse_number("NAN"))
-    assert math.isinf(lx.parse_number("-INF"))
-    assert lx.parse_number("n/a") is None

@@ -5,7 +5,7 @@
 
 Megatron-DeepSpeed imports ``flash_attn.flash_attn_interface.flash_attn_varlen_func`` for
 ``--use-flash-attn-v2``. The flash-attn project ships only a source distribution whose CUDA
-build takes longer than a provisioning run should (FACTS.md G: not finished after 420 s on
+build takes longer than a provisioning run should (docs/upstream-facts.md §G: not finished after 420 s on
 32 cores). PyTorch's ``scaled_dot_product_attention`` carries the FlashAttention-2 kernels
 for bf16/fp16 on sm80+; this adapter exposes them under the name Megatron imports.
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, megatron_ds.cluster developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""_jobfiles: the job files computed from one job spec.
+"""_job_args and _job_files: the job files computed from one job spec.
 
 DeepSpeed's own config class and hostfile parser judge the output where DeepSpeed is
 importable (pip install torch deepspeed==0.19.6 into the test venv); without it those tests skip
@@ -17,8 +17,7 @@ import sys
 
 import pytest
 
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _jobfiles as jf
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _jobspec
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_args, _job_files, _job_rules, _job_schema, _job_spec
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _mds_args
 from ansible_collections.megatron_ds.cluster.tests.unit.job_defaults import DS_MISSING, spec
 
@@ -60,7 +59,7 @@ JOB_IDS = [job[0] for job in JOBS]
     ],
 )
 def test_derive(overrides, expected):
-    derived = jf.job_summary(spec(**overrides))
+    derived = _job_spec.summary(spec(**overrides))
     assert {k: derived[k] for k in expected} == expected
 
 
@@ -70,37 +69,28 @@ def test_derive(overrides, expected):
         (dict(nodes=3, gpus_per_node=2, tensor_parallel=4), "cannot be split into tensor_parallel 4"),
         (dict(nodes=2, gpus_per_node=8, tensor_parallel=8, micro_batch_size=2, global_batch_size=6),
          "global_batch_size 6 is not divisible by micro_batch_size 2 x data parallel 2"),
-        (dict(gpus_per_node=0), "gpus_per_node is 0, expected an integer >= 1"),
-        (dict(micro_batch_size="two"), "micro_batch_size is 'two'"),
-        (dict(global_batch_size=True), "global_batch_size is True"),
+        # One coercion (_job_schema.coerce) now reads every spec value, for rendering and validation alike.
+        (dict(gpus_per_node=0), "megatron_job_gpus_per_node: found 0, expected an integer >= 1"),
+        (dict(micro_batch_size="two"), "megatron_job_micro_batch_size: found 'two'"),
+        (dict(global_batch_size=True), "megatron_job_global_batch_size: found True"),
     ],
 )
 def test_derive_refuses(overrides, message):
-    with pytest.raises(jf.JobFilesError, match=re.escape(message)):
-        jf.job_summary(spec(**overrides))
-
-
-@pytest.mark.parametrize("name, overrides, profile", JOBS, ids=JOB_IDS)
-def test_derive_agrees_with_jobspec(name, overrides, profile):
-    """_derive here and _jobspec.derive (the controller-side validation) must give the same numbers."""
-    job = spec(**overrides)
-    mine = jf.job_summary(job)
-    theirs = _jobspec.derive(job, job["nodes"], job["gpus_per_node"])
-    assert (mine["world"], mine["dp"], mine["grad_acc"]) == (
-        theirs["world_size"], theirs["data_parallel_size"], theirs["gradient_accumulation_steps"])
+    with pytest.raises(_job_schema.JobError, match=re.escape(message)):
+        _job_spec.summary(spec(**overrides))
 
 
 # -------------------------------------------------------------------------------- ds_config
 @pytest.mark.parametrize("name, overrides, profile", JOBS, ids=JOB_IDS)
 def test_ds_config_matches_train_args(name, overrides, profile):
     job = spec(**overrides)
-    config = jf.ds_config(job)
-    args = jf.train_args(job, profile)
+    config = _job_args.ds_config(job)
+    args = _job_args.train_args(job, profile)
 
     def value(flag):
         return args[args.index(flag) + 1]
 
-    derived = jf.job_summary(job)
+    derived = _job_spec.summary(job)
     assert config["train_batch_size"] == int(value("--global-batch-size")) == job["global_batch_size"]
     assert config["train_micro_batch_size_per_gpu"] == int(value("--micro-batch-size"))
     assert config["train_batch_size"] == (
@@ -129,7 +119,7 @@ def test_ds_config_matches_train_args(name, overrides, profile):
     ],
 )
 def test_ds_config_zero_block(overrides, present, absent):
-    zero = jf.ds_config(spec(**overrides))["zero_optimization"]
+    zero = _job_args.ds_config(spec(**overrides))["zero_optimization"]
     for key, value in present.items():
         assert zero[key] == value
     for key in absent:
@@ -147,15 +137,15 @@ def test_ds_config_zero_block(overrides, present, absent):
     ],
 )
 def test_ds_config_precision(precision, bf16, fp16):
-    config = jf.ds_config(spec(precision=precision, fp16_initial_scale_power=12))
+    config = _job_args.ds_config(spec(precision=precision, fp16_initial_scale_power=12))
     assert config["bf16"] == bf16 and config["fp16"] == fp16
 
 
 def test_ds_config_activation_checkpointing_block():
-    config = jf.ds_config(spec(activation_checkpointing=True, partition_activations=True, checkpoint_in_cpu=True))
+    config = _job_args.ds_config(spec(activation_checkpointing=True, partition_activations=True, checkpoint_in_cpu=True))
     assert config["activation_checkpointing"] == {
         "partition_activations": True, "contiguous_memory_optimization": False, "cpu_checkpointing": True}
-    assert "activation_checkpointing" not in jf.ds_config(spec())
+    assert "activation_checkpointing" not in _job_args.ds_config(spec())
 
 
 @pytest.mark.parametrize(
@@ -166,24 +156,32 @@ def test_ds_config_activation_checkpointing_block():
               global_batch_size=8), "asserts PP == 1 with --no-pipeline-parallel"),
         (dict(zero_stage=1, zero_offload_param="cpu"), "zero_offload_param cpu needs zero_stage 3 (found 1)"),
         (dict(zero_stage=0, zero_offload_optimizer="cpu"), "needs zero_stage >= 1"),
-        (dict(zero_stage=4), "zero_stage is 4"),
-        (dict(zero_offload_optimizer="nvme"), "zero_offload_optimizer is 'nvme', expected one of none, cpu"),
-        (dict(precision="fp8"), "precision is 'fp8', expected one of bf16, fp16, fp32"),
+        (dict(zero_stage=4), "megatron_job_zero_stage: found 4, expected one of 0, 1, 2, 3"),
+        (dict(zero_offload_optimizer="nvme"), "megatron_job_zero_offload_optimizer: found 'nvme', expected one of none, cpu"),
+        (dict(precision="fp8"), "megatron_job_precision: found 'fp8', expected one of bf16, fp16, fp32"),
         (dict(partition_activations=True), "partition_activations need activation_checkpointing: true"),
-        (dict(zero_overlap_comm="maybe"), "zero_overlap_comm is 'maybe', expected true or false"),
-        (dict(clip_grad="x"), "clip_grad is 'x', expected a number"),
+        (dict(zero_overlap_comm="maybe"), "megatron_job_zero_overlap_comm: found 'maybe', expected true or false"),
+        (dict(clip_grad="x"), "megatron_job_clip_grad: found 'x', expected a number"),
     ],
 )
 def test_ds_config_refuses(overrides, message):
-    with pytest.raises(jf.JobFilesError, match=re.escape(message)):
-        jf.ds_config(spec(**overrides))
+    with pytest.raises(_job_schema.JobError, match=re.escape(message)):
+        _job_args.ds_config(spec(**overrides))
 
 
-def test_missing_key_names_the_variable():
+def test_missing_key_takes_the_role_default():
+    """A key the spec lacks takes the role default (normalize), as validation always did; the
+    renderer used to stop instead, so the two judged different specs."""
     job = spec()
     del job["zero_stage"]
-    with pytest.raises(jf.JobFilesError, match="set megatron_job_zero_stage"):
-        jf.ds_config(job)
+    assert _job_args.ds_config(job)["zero_optimization"]["stage"] == 1
+
+
+def test_extra_args_string_is_split_like_validation():
+    """``-e megatron_job_extra_args='--exit-interval 100'`` arrives as a string: rendering now
+    splits it like validation (shlex) instead of refusing what validation accepted."""
+    groups = _job_args.train_arg_groups(spec(extra_args="--exit-interval 100"), "cu130")
+    assert groups[-2:] == [["--exit-interval"], ["100"]]
 
 
 # ------------------------------------------------------------------------------- train args
@@ -213,8 +211,10 @@ def test_missing_key_names_the_variable():
          ["--no-masked-softmax-fusion", "--no-bias-gelu-fusion", "--no-bias-dropout-fusion"], []),
         (dict(gradient_accumulation_fusion=True, exit_signal_handler=False, load=False, tensorboard_dir=None), "cu121",
          ["--save"], ["--no-gradient-accumulation-fusion", "--exit-signal-handler", "--load", "--tensorboard-dir"]),
-        (dict(activation_checkpointing=True), "cu121", ["--checkpoint-activations"],
-         ["--deepspeed-activation-checkpointing", "--partition-activations"]),
+        # Megatron-DeepSpeed HEAD stops at the first forward with --checkpoint-activations alone
+        # ("Invalid activation recompute method.", seen on H200): the DeepSpeed path comes with it.
+        (dict(activation_checkpointing=True), "cu121", ["--checkpoint-activations", "--deepspeed-activation-checkpointing"],
+         ["--partition-activations"]),
         (ZERO3_OFFLOAD, "cu121", ["--checkpoint-activations", "--deepspeed-activation-checkpointing",
                                   "--partition-activations", "--contigious-checkpointing", "--checkpoint-in-cpu",
                                   "--cpu-optimizer", "--fp16"], ["--no-pipeline-parallel-size"]),
@@ -226,7 +226,7 @@ def test_missing_key_names_the_variable():
     ],
 )
 def test_train_flags(overrides, profile, present, absent):
-    flags = jf.train_flags(spec(**overrides), profile)
+    flags = _job_args.train_flags(spec(**overrides), profile)
     for flag in present:
         assert flag in flags
     for flag in absent:
@@ -243,12 +243,12 @@ def test_train_flags(overrides, profile, present, absent):
     ],
 )
 def test_train_arg_values(flag, value):
-    groups = {group[0]: group[1:] for group in jf.train_arg_groups(spec(split="969, 30, 1"), "cu130")}
+    groups = {group[0]: group[1:] for group in _job_args.train_arg_groups(spec(split="969, 30, 1"), "cu130")}
     assert groups[flag] == [value]
 
 
 def test_train_args_data_path_list_and_extra_args():
-    groups = jf.train_arg_groups(
+    groups = _job_args.train_arg_groups(
         spec(data_path=["0.7", "/d/a_text_document", "0.3", "/d/b_text_document"],
              extra_args=["--exit-interval", "100"]), "cu130")
     assert ["--data-path", "0.7", "/d/a_text_document", "0.3", "/d/b_text_document"] in groups
@@ -260,19 +260,18 @@ def test_train_args_data_path_list_and_extra_args():
     [
         (dict(use_flash_attn=True), "cu117", "use_flash_attn needs --use-flash-attn-v2, which Megatron-DeepSpeed "
          "before_rebase (stack profile cu117) does not have; set megatron_job_use_flash_attn: auto (or false)"),
-        (dict(use_flash_attn="sometimes"), "cu130", "use_flash_attn is 'sometimes', expected true or false"),
+        (dict(use_flash_attn="sometimes"), "cu130", "megatron_job_use_flash_attn: found 'sometimes', expected true or false"),
         (dict(sequence_parallel=True), "cu117", "sequence_parallel needs --sequence-parallel"),
         (dict(tokenizer_type="NullTokenizer", vocab_size=1000), "cu117", "NullTokenizer needs --vocab-size"),
         (dict(tokenizer_type="NullTokenizer"), "cpu", "NullTokenizer needs vocab_size"),
         (dict(merge_file=None), "cu130", "GPT2BPETokenizer needs merge_file"),
         (dict(tokenizer_type="SentencePieceTokenizer"), "cu130", "needs tokenizer_model"),
-        (dict(extra_args="--exit-interval 100"), "cu130", "extra_args is a string"),
         ({}, "cu999", "unknown stack profile 'cu999'"),
     ],
 )
 def test_train_args_refuse(overrides, profile, message):
-    with pytest.raises((jf.JobFilesError, KeyError), match=re.escape(message)):
-        jf.train_args(spec(**overrides), profile)
+    with pytest.raises((_job_schema.JobError, KeyError), match=re.escape(message)):
+        _job_args.train_args(spec(**overrides), profile)
 
 
 @pytest.mark.parametrize("name, overrides, profile", JOBS, ids=JOB_IDS)
@@ -280,7 +279,7 @@ def test_every_train_flag_is_in_the_mds_table(name, overrides, profile):
     """Each flag exists under this spelling in the Megatron-DeepSpeed era the profile installs,
     and each value is one argparse accepts (type and choices)."""
     era = _mds_args.BEFORE_REBASE if profile == "cu117" else _mds_args.HEAD
-    args = jf.train_args(spec(**overrides), profile)
+    args = _job_args.train_args(spec(**overrides), profile)
     for parsed in _mds_args.split_args(args, era):
         note = _mds_args.classify(parsed.flag, era)
         assert note.status in ("known", "deprecated"), note.message
@@ -306,12 +305,12 @@ def test_every_train_flag_is_in_the_mds_table(name, overrides, profile):
     ],
 )
 def test_launch_args(overrides, expected):
-    assert jf.launch_args(spec(**overrides)) == expected
+    assert _job_args.launch_args(spec(**overrides)) == expected
 
 
 def test_launch_args_refuse_unknown_launcher():
-    with pytest.raises(jf.JobFilesError, match="launcher is 'torchrun', expected one of pdsh, openmpi, slurm"):
-        jf.launch_args(spec(launcher="torchrun"))
+    with pytest.raises(_job_schema.JobError, match="megatron_job_launcher: found 'torchrun', expected one of pdsh, openmpi, slurm"):
+        _job_args.launch_args(spec(launcher="torchrun"))
 
 
 # --------------------------------------------------------------------------- .deepspeed_env
@@ -334,7 +333,7 @@ def test_launch_args_refuse_unknown_launcher():
     ],
 )
 def test_deepspeed_env_lines(overrides, profile, expected):
-    lines = jf.deepspeed_env_lines(spec(**overrides), profile)
+    lines = _job_files.deepspeed_env_lines(spec(**overrides), profile)
     if expected is not None:
         assert lines == expected
     # What DeepSpeed's runner does with each line: split on the first '=', strip.
@@ -358,13 +357,13 @@ def test_deepspeed_env_lines(overrides, profile, expected):
     ],
 )
 def test_deepspeed_env_refuses(env, profile, message):
-    with pytest.raises(jf.JobFilesError, match=re.escape(message)):
-        jf.deepspeed_env_lines(spec(env=env), profile)
+    with pytest.raises(_job_schema.JobError, match=re.escape(message)):
+        _job_files.deepspeed_env_lines(spec(env=env), profile)
 
 
 def test_deepspeed_env_refuses_non_mapping():
-    with pytest.raises(jf.JobFilesError, match="nccl_env is .* expected a mapping"):
-        jf.deepspeed_env_lines(spec(nccl_env=["NCCL_DEBUG=INFO"]), "cu130")
+    with pytest.raises(_job_schema.JobError, match="megatron_job_nccl_env: found .* expected a mapping"):
+        _job_files.deepspeed_env_lines(spec(nccl_env=["NCCL_DEBUG=INFO"]), "cu130")
 
 
 @pytest.mark.parametrize(
@@ -374,7 +373,7 @@ def test_deepspeed_env_refuses_non_mapping():
      ({"name": "y", "deepspeed": {"pip": "deepspeed==0.10.1"}}, True)],
 )
 def test_deepspeed_env_file_supported(profile, expected):
-    assert jf.deepspeed_env_file_supported(profile) is expected
+    assert _job_files.deepspeed_env_file_supported(profile) is expected
 
 
 # ------------------------------------------------------------------------------- hostfile
@@ -387,9 +386,9 @@ def test_deepspeed_env_file_supported(profile, expected):
     ],
 )
 def test_hostfile_lines(hosts, slots, expected):
-    lines = jf.hostfile_lines(hosts, slots)
+    lines = _job_files.hostfile_lines(hosts, slots)
     assert lines == expected
-    assert list(jf.parse_hostfile("\n".join(lines)).items()) == [(h, int(slots)) for h in hosts]
+    assert list(_job_files.parse_hostfile("\n".join(lines)).items()) == [(h, int(slots)) for h in hosts]
 
 
 @pytest.mark.parametrize(
@@ -406,8 +405,8 @@ def test_hostfile_lines(hosts, slots, expected):
     ],
 )
 def test_hostfile_lines_refuse(hosts, slots, message):
-    with pytest.raises(jf.JobFilesError, match=re.escape(message)):
-        jf.hostfile_lines(hosts, slots)
+    with pytest.raises(_job_schema.JobError, match=re.escape(message)):
+        _job_files.hostfile_lines(hosts, slots)
 
 
 @pytest.mark.parametrize(
@@ -418,21 +417,22 @@ def test_hostfile_lines_refuse(hosts, slots, message):
     ],
 )
 def test_parse_hostfile(text, expected):
-    assert jf.parse_hostfile(text) == expected
+    assert _job_files.parse_hostfile(text) == expected
 
 
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("w0 slots=8\nw0 slots=8\n", "host w0 is listed twice"),
-        ("w0 8\n", "is not 'host slots=N'"),
-        ("w0 slots=x\n", "is not 'host slots=N'"),
-        ("# only a comment\n\n", "hostfile is empty"),
+        # One hostfile reader now, with DeepSpeed's own words (runner.py _parse_hostfile).
+        ("w0 slots=8\nw0 slots=8\n", "Hostfile contains multiple entries for w0"),
+        ("w0 8\n", "Hostfile contains a bad entry: w0 8"),
+        ("w0 slots=x\n", "Hostfile contains a bad entry: w0 slots=x"),
+        ("# only a comment\n\n", "Hostfile is empty or not formatted correctly"),
     ],
 )
 def test_parse_hostfile_refuses(text, message):
-    with pytest.raises(jf.JobFilesError, match=re.escape(message)):
-        jf.parse_hostfile(text)
+    with pytest.raises(_job_schema.JobError, match=re.escape(message)):
+        _job_files.parse_hostfile(text)
 
 
 # ---------------------------------------------------------------- DeepSpeed's own judgement
@@ -505,13 +505,13 @@ BAD_HOSTFILES = ["w0 slots=8\nw0 slots=8\n", "w0 eight\n", "\n"]
 
 @pytest.fixture(scope="module")
 def verdict():
-    configs = [{"config": jf.ds_config(spec(**overrides)), "dp": jf.job_summary(spec(**overrides))["dp"]}
+    configs = [{"config": _job_args.ds_config(spec(**overrides)), "dp": _job_spec.summary(spec(**overrides))["dp"]}
                for name, overrides, profile in JOBS]
     for mutate, message in TAMPERED:
-        config = jf.ds_config(spec(**PROD))
+        config = _job_args.ds_config(spec(**PROD))
         mutate(config)
-        configs.append({"config": config, "dp": jf.job_summary(spec(**PROD))["dp"]})
-    hostfiles = ["# rendered\n" + "\n".join(jf.hostfile_lines(hosts, 8)) + "\n" for hosts in HOSTS]
+        configs.append({"config": config, "dp": _job_spec.summary(spec(**PROD))["dp"]})
+    hostfiles = ["# rendered\n" + "\n".join(_job_files.hostfile_lines(hosts, 8)) + "\n" for hosts in HOSTS]
     return deepspeed_judge(configs, hostfiles + BAD_HOSTFILES)
 
 
@@ -519,7 +519,7 @@ def verdict():
 def test_deepspeed_accepts_ds_config(verdict, index, job):
     overrides = job[1]
     job_spec = spec(**overrides)
-    derived = jf.job_summary(job_spec)
+    derived = _job_spec.summary(job_spec)
     parsed = verdict["configs"][index]
     assert parsed["ok"], parsed.get("error")
     assert parsed["world_size"] == derived["dp"]
@@ -543,14 +543,54 @@ def test_deepspeed_rejects_a_tampered_config(verdict, index, message):
 
 @pytest.mark.parametrize("index, hosts", list(enumerate(HOSTS)))
 def test_deepspeed_parses_hostfile(verdict, index, hosts):
-    text = "# rendered\n" + "\n".join(jf.hostfile_lines(hosts, 8)) + "\n"
+    text = "# rendered\n" + "\n".join(_job_files.hostfile_lines(hosts, 8)) + "\n"
     parsed = verdict["hostfiles"][index]
     assert parsed["ok"], parsed.get("error")
-    assert parsed["pool"] == jf.parse_hostfile(text) == {h: 8 for h in hosts}
+    assert parsed["pool"] == _job_files.parse_hostfile(text) == {h: 8 for h in hosts}
 
 
 @pytest.mark.parametrize("index, text", list(enumerate(BAD_HOSTFILES)))
 def test_deepspeed_and_our_parser_refuse_alike(verdict, index, text):
     assert not verdict["hostfiles"][len(HOSTS) + index]["ok"]
-    with pytest.raises(jf.JobFilesError):
-        jf.parse_hostfile(text)
+    with pytest.raises(_job_schema.JobError):
+        _job_files.parse_hostfile(text)
+
+
+# ------------------------------------------------------------- divergences of the two old pipelines
+@pytest.mark.parametrize("profile", ["cu117", "cu121", "cu130", "cpu"])
+def test_validation_judges_the_rendered_arguments_on_the_role_defaults(profile):
+    """Issue 14: on the role defaults with profile cu130, train.sh passed --data-impl,
+    --deepspeed, --deepspeed_config, --no-bias-gelu-fusion, --no-masked-softmax-fusion and
+    --use-flash-attn-v2, which the validated list lacked, and validation judged an
+    --ffn-hidden-size that train.sh did not pass. Now both are one list."""
+    job = _job_spec.normalize(dict(spec(), stack_profile=profile))
+    judged, dropped = _job_rules.judged_arguments(job)
+    assert judged == _job_args.train_args(job)
+    assert "--ffn-hidden-size" not in judged
+    for flag in ["--data-impl", "--deepspeed", "--deepspeed_config"] + (
+            ["--no-bias-gelu-fusion", "--no-masked-softmax-fusion", "--use-flash-attn-v2"] if profile == "cu130" else []):
+        assert flag in judged, flag
+
+
+@pytest.mark.parametrize("overrides, present, absent", [
+    # --vocab-file / --merge-file / --tokenizer-model only for the tokenizers that read them.
+    (dict(tokenizer_type="HFTokenizer", tokenizer_model="gpt2"), ["--tokenizer-model"], ["--vocab-file", "--merge-file"]),
+    (dict(tokenizer_type="BertWordPieceCase"), ["--vocab-file"], ["--merge-file", "--tokenizer-model"]),
+    # null tensorboard_dir turns TensorBoard off (validation used to put the default path back).
+    (dict(tensorboard_dir=None), [], ["--tensorboard-dir"]),
+])
+def test_judged_and_rendered_arguments_agree(overrides, present, absent):
+    job = _job_spec.normalize(dict(spec(**overrides), stack_profile="cu130"))
+    judged = _job_rules.judged_arguments(job)[0]
+    assert judged == _job_args.train_args(job)
+    for flag in present:
+        assert flag in judged
+    for flag in absent:
+        assert flag not in judged
+
+
+def test_env_null_leaves_the_variable_out_everywhere():
+    """A null in megatron_job_env: validation kept it as "" while .deepspeed_env left it out."""
+    job = _job_spec.normalize(dict(spec(env={"KEEP": "1", "DROP": None}), stack_profile="cpu"))
+    assert job["env"] == {"KEEP": "1", "DROP": None}
+    assert [line for line in _job_files.deepspeed_env_lines(job) if line.startswith(("KEEP", "DROP"))] == ["KEEP=1"]

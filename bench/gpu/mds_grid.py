@@ -1,0 +1,624 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, megatron_ds.cluster developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Peak GPU memory and speed of Megatron-DeepSpeed's pretrain_gpt.py over a grid of layouts,
+with the job validation's memory estimate beside each measured row.
+
+Every run uses the job files (train.sh, ds_config.json) that the megatron_job role renders,
+unchanged but for one launcher word noted below. Three steps, so that the GPU host needs no
+Ansible:
+
+  render  (controller, needs ansible-playbook and this collection): one job directory per
+          configuration under DEST/jobs/NAME, rendered for fixed paths under --root on the GPU
+          host, plus DEST/jobs/NAME/config.json (the configuration and its role variables).
+  run     (GPU host, after bench/gpu/mds_grid_setup.sh): copies each job directory to its
+          rendered path, runs train.sh, stops it once the last iteration is logged, and writes
+          OUT/results.json (per-rank memory report, per-interval speed, nvidia-smi peak) and
+          OUT/logs.tgz. Single-GPU jobs run side by side, one per GPU: for the job on GPU k > 0
+          the launcher's `--num_gpus 1` becomes `--include localhost:k` (DeepSpeed's launcher
+          otherwise pins every local job to GPU 0); nothing else in train.sh changes.
+  report  (anywhere): reads results.json files, computes the memory estimate of
+          plugins/module_utils/_job_memory.py for each row, prints a table and writes a JSON data
+          file for calibrating the planner.
+
+    python3 bench/gpu/mds_grid.py list
+    python3 bench/gpu/mds_grid.py render --dest SRC [--only a,b]
+    python3 bench/gpu/mds_grid.py run --jobs SRC/jobs --data SRC/data --out $OUT --budget-s 480
+    python3 bench/gpu/mds_grid.py report results.json [more.json ...] --json bench/gpu/h200_grid.json
+
+Peak memory is Megatron's own report (megatron/utils.py report_memory: torch.cuda
+max_memory_allocated / max_memory_reserved, printed by every data-parallel rank 0 after the first
+logged interval, so after iteration LOG_INTERVAL, optimizer state included). Speed is
+Megatron-DeepSpeed's per-interval log (TFLOPs and tokens per GPU per second, the mean over the
+interval); the table uses the last interval (iterations LOG_INTERVAL+1 .. TRAIN_ITERS), never the
+first, which holds the warm-up.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from typing import Any, Dict, List, Optional
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+# The shape of every row: the 1.23B GPT of docs/benchmarks.md (24 layers, hidden 2048, 16 heads,
+# seq 2048, the 8192-token BPE vocabulary of bench/make_corpus.py).
+MODEL = {
+    "num_layers": 24,
+    "hidden_size": 2048,
+    "num_attention_heads": 16,
+    "seq_length": 2048,
+    "max_position_embeddings": 2048,
+}
+GRAD_ACC = 4
+TRAIN_ITERS = 8
+LOG_INTERVAL = 4
+H200_DENSE_BF16_TFLOPS = 989.0
+H200_MIB = 143771
+
+# LLaMA-style switches of Megatron-DeepSpeed HEAD (megatron/arguments.py: --swiglu,
+# --normalization, --use-rotary-position-embeddings, --no-position-embedding,
+# --disable-bias-linear, --untie-embeddings-and-output-weights, --num-key-value-heads,
+# --attention-dropout, --hidden-dropout). The FFN size then defaults to int(8h/3 / 64) * 64.
+LLAMA_ARGS = ["--swiglu", "--normalization", "rmsnorm", "--use-rotary-position-embeddings",
+              "--no-position-embedding", "--disable-bias-linear",
+              "--untie-embeddings-and-output-weights", "--attention-dropout", "0", "--hidden-dropout", "0"]
+GPT_NO_DROPOUT_ARGS = ["--attention-dropout", "0", "--hidden-dropout", "0"]
+
+
+def cfg(name, gpus, micro, tp=1, pp=1, zero=1, recompute=False, flash=True, model="gpt", kv_heads=None):
+    return {"name": name, "gpus": gpus, "tp": tp, "pp": pp, "zero": zero, "micro": micro,
+            "recompute": recompute, "flash": flash, "model": model, "kv_heads": kv_heads}
+
+
+# The grid, in run order. Consecutive single-GPU rows run side by side on a host with 2 GPUs.
+GRID = [
+    cfg("g1-m8", 1, 8),
+    cfg("g1-m16", 1, 16),
+    cfg("g1-m16-rc", 1, 16, recompute=True),
+    cfg("g1-m32-rc", 1, 32, recompute=True),
+    cfg("g1-m4-nf", 1, 4, flash=False),
+    cfg("g1-m8-nf", 1, 8, flash=False),
+    cfg("g1-m4-nf-rc", 1, 4, flash=False, recompute=True),
+    cfg("g1-m24", 1, 24),
+    cfg("g1-m16-b", 1, 16),
+    cfg("g1-llama-m16", 1, 16, model="llama"),
+    cfg("g1-llamagqa-m16", 1, 16, model="llama", kv_heads=4),
+    cfg("g1-m16-z2", 1, 16, zero=2),
+    cfg("g1-m8-nf-rc", 1, 8, flash=False, recompute=True),
+    cfg("g1-m4", 1, 4),
+    cfg("g1-m48-rc", 1, 48, recompute=True),
+    cfg("g1-m16-z0", 1, 16, zero=0),
+    cfg("g2-dp2-z1-m16", 2, 16),
+    cfg("g2-dp2-z2-m16", 2, 16, zero=2),
+    cfg("g2-dp2-z3-m16", 2, 16, zero=3),
+    cfg("g2-tp2-m16", 2, 16, tp=2),
+    cfg("g2-pp2-m16", 2, 16, pp=2),
+    cfg("g2-dp2-z1-m16-rc", 2, 16, recompute=True),
+    cfg("g2-dp2-z2-m32-rc", 2, 32, zero=2, recompute=True),
+    cfg("g2-tp2-m16-rc", 2, 16, tp=2, recompute=True),
+    cfg("g2-dp2-z1-m4-nf", 2, 4, flash=False),
+    cfg("g2-gptnd-m16", 2, 16, model="gpt-nodropout"),
+    cfg("g2-llama-m16", 2, 16, model="llama"),
+    cfg("g2-llamagqa-m16", 2, 16, model="llama", kv_heads=4),
+]
+
+
+def data_parallel(c: Dict[str, Any]) -> int:
+    return c["gpus"] // (c["tp"] * c["pp"])
+
+
+def role_vars(c: Dict[str, Any], root: str, port: int) -> Dict[str, Any]:
+    """The megatron_job_* variables of one configuration (what a user would put in group_vars)."""
+    work = "%s/jobs/%s" % (root, c["name"])
+    extra: List[str] = []
+    if c["model"] == "llama":
+        extra = list(LLAMA_ARGS)
+        if c["kv_heads"]:
+            extra += ["--num-key-value-heads", str(c["kv_heads"])]
+    elif c["model"] == "gpt-nodropout":
+        extra = list(GPT_NO_DROPOUT_ARGS)
+    v = {
+        "megatron_stack_profile": "cu130",
+        "megatron_job_user": "root",
+        "megatron_job_group": "root",
+        "megatron_job_name": c["name"],
+        "megatron_job_workdir": work,
+        # The unfused attention path needs the `.view` -> `.reshape` patch on torch 2.11 (see
+        # mds_grid_setup.sh); that copy lives beside the pristine one.
+        "megatron_job_megatron_dir": "%s/%s" % (root, "mds" if c["flash"] else "mds-noflash"),
+        "megatron_job_venv": "/opt/torch/.venv",
+        "megatron_job_checkpoint_dir": work + "/ckpt",
+        "megatron_job_tensorboard_dir": work + "/tb",
+        "megatron_job_gpus_per_node": c["gpus"],
+        "megatron_job_master_port": port,
+        "megatron_job_tensor_parallel": c["tp"],
+        "megatron_job_pipeline_parallel": c["pp"],
+        "megatron_job_no_pipeline_parallel": c["pp"] == 1,
+        "megatron_job_micro_batch_size": c["micro"],
+        "megatron_job_global_batch_size": c["micro"] * data_parallel(c) * GRAD_ACC,
+        "megatron_job_train_iters": TRAIN_ITERS,
+        "megatron_job_lr_warmup_iters": 2,
+        "megatron_job_log_interval": LOG_INTERVAL,
+        "megatron_job_eval_interval": 1000,
+        "megatron_job_eval_iters": 1,
+        "megatron_job_save_interval": 100000,
+        "megatron_job_zero_stage": c["zero"],
+        "megatron_job_precision": "bf16",
+        "megatron_job_use_flash_attn": c["flash"],
+        "megatron_job_activation_checkpointing": c["recompute"],
+        "megatron_job_data_path": work + "/data/corpus_text_document",
+        "megatron_job_vocab_file": work + "/data/vocab.json",
+        "megatron_job_merge_file": work + "/data/merges.txt",
+        "megatron_job_split": "98,1,1",
+        "megatron_job_extra_args": extra,
+    }
+    v.update({"megatron_job_" + k: val for k, val in MODEL.items()})
+    return v
+
+
+def select(names: Optional[str]) -> List[Dict[str, Any]]:
+    if not names:
+        return list(GRID)
+    by_name = {c["name"]: c for c in GRID}
+    wanted = [n.strip() for n in names.split(",") if n.strip()]
+    unknown = [n for n in wanted if n not in by_name]
+    if unknown:
+        raise SystemExit("unknown configuration(s) %s; `mds_grid.py list` names them" % ", ".join(unknown))
+    return [by_name[n] for n in wanted]
+
+
+# ------------------------------------------------------------------------------------ render
+
+RENDER_PLAY = """- name: Render
+  hosts: megatron_nodes
+  gather_facts: false
+  roles:
+    - role: megatron_ds.cluster.megatron_job
+"""
+INVENTORY = """all:
+  vars:
+    ansible_connection: local
+    ansible_python_interpreter: %s
+  children:
+    megatron_head: {hosts: {gpuhost: }}
+    megatron_nodes: {hosts: {gpuhost: }}
+"""
+JOB_FILES = ("train.sh", "ds_config.json", "hostfile", ".deepspeed_env")
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    scratch = os.path.join(args.dest, "render")
+    os.makedirs(scratch, exist_ok=True)
+    with open(os.path.join(scratch, "inventory.yml"), "w") as handle:
+        handle.write(INVENTORY % sys.executable)
+    with open(os.path.join(scratch, "render.yml"), "w") as handle:
+        handle.write(RENDER_PLAY)
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_FORCE_COLOR="0")
+    failed = 0
+    for index, c in enumerate(select(args.only)):
+        variables = role_vars(c, args.root, 29500 + 10 * GRID.index(c))
+        vars_file = os.path.join(scratch, "vars-%s.json" % c["name"])
+        with open(vars_file, "w") as handle:
+            json.dump(variables, handle, indent=1)
+        proc = subprocess.run(
+            ["ansible-playbook", "-i", os.path.join(scratch, "inventory.yml"), os.path.join(scratch, "render.yml"),
+             "-e", "@" + vars_file],
+            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
+        workdir = variables["megatron_job_workdir"]
+        if proc.returncode != 0:
+            failed += 1
+            print("render %s: rc=%d\n%s" % (c["name"], proc.returncode, proc.stdout[-3000:]))
+            continue
+        job = os.path.join(args.dest, "jobs", c["name"])
+        os.makedirs(job, exist_ok=True)
+        for name in JOB_FILES:
+            shutil.copy2(os.path.join(workdir, name), os.path.join(job, name))
+        with open(os.path.join(job, "config.json"), "w") as handle:
+            json.dump({"config": c, "vars": variables, "workdir": workdir,
+                       "train_iters": TRAIN_ITERS, "log_interval": LOG_INTERVAL, "grad_acc": GRAD_ACC,
+                       "order": GRID.index(c)}, handle, indent=1)
+        print("rendered %-20s -> %s (%d GPU, TP %d PP %d DP %d, ZeRO-%d, micro %d, global %d)" % (
+            c["name"], job, c["gpus"], c["tp"], c["pp"], data_parallel(c), c["zero"], c["micro"],
+            variables["megatron_job_global_batch_size"]))
+        if index == 0 and args.show:
+            print(open(os.path.join(job, "train.sh")).read())
+    return 1 if failed else 0
+
+
+# ------------------------------------------------------------------------------------ parse
+
+MEM_RE = re.compile(r"\[Rank (\d+)\] \(after (\d+) iterations\) memory \(MB\) \| allocated: ([\d.]+) \| "
+                    r"max allocated: ([\d.]+) \| reserved: ([\d.]+) \| max reserved: ([\d.]+)")
+ITER_RE = re.compile(r"iteration\s+(\d+)/\s*(\d+) \|.*?elapsed time per iteration \(ms\): ([\d.]+) \|"
+                     r"(?:.*?lm loss: ([\d.E+-]+) \|)?.*?tokens per gpu per second \(tgs\): ([\d.]+) \| "
+                     r"TFLOPs: ([\d.]+)")
+PARAMS_RE = re.compile(r"number of parameters on \(tensor, pipeline\) model parallel rank \((\d+), (\d+)\): (\d+)")
+VOCAB_RE = re.compile(r"padded vocab \(size: (\d+)\) with (\d+) dummy tokens \(new size: (\d+)\)")
+ERROR_RE = re.compile(r"Traceback|Error|error:|CUDA out of memory|Killed")
+OOM_RE = re.compile(r"CUDA out of memory\. Tried to allocate ([\d.]+) (GiB|MiB)\..*?this process has ([\d.]+) GiB memory "
+                    r"in use\. Of the allocated memory ([\d.]+) GiB is allocated by PyTorch")
+
+
+def parse_oom(lines: List[str]) -> Optional[Dict[str, float]]:
+    """torch's OutOfMemoryError message: what the failing allocation asked for, what the process
+    held (allocator plus CUDA context) and what PyTorch had allocated when it failed."""
+    for line in lines:
+        m = OOM_RE.search(line)
+        if m:
+            wanted = float(m.group(1)) / (1024.0 if m.group(2) == "MiB" else 1.0)
+            return {"tried_gib": wanted, "process_gib": float(m.group(3)), "allocated_gib": float(m.group(4))}
+    return None
+
+
+def parse_log(text: str) -> Dict[str, Any]:
+    """Megatron-DeepSpeed's own figures from one job's train.log."""
+    memory = {}
+    for m in MEM_RE.finditer(text):
+        memory[int(m.group(1))] = {
+            "after_iterations": int(m.group(2)),
+            "allocated_mib": float(m.group(3)), "max_allocated_mib": float(m.group(4)),
+            "reserved_mib": float(m.group(5)), "max_reserved_mib": float(m.group(6)),
+        }
+    intervals = []
+    for m in ITER_RE.finditer(text):
+        intervals.append({
+            "iteration": int(m.group(1)), "of": int(m.group(2)), "ms_per_iteration": float(m.group(3)),
+            "lm_loss": float(m.group(4)) if m.group(4) else None,
+            "tokens_per_gpu_per_s": float(m.group(5)), "tflops_per_gpu": float(m.group(6)),
+        })
+    params = {"%s,%s" % (m.group(1), m.group(2)): int(m.group(3)) for m in PARAMS_RE.finditer(text)}
+    vocab = VOCAB_RE.search(text)
+    errors = [line.strip()[:300] for line in text.splitlines() if ERROR_RE.search(line)
+              and "UserWarning" not in line and "FutureWarning" not in line][:8]
+    return {"memory": {str(k): v for k, v in sorted(memory.items())}, "intervals": intervals,
+            "params_per_model_parallel_rank": params,
+            "padded_vocab_size": int(vocab.group(3)) if vocab else None, "errors": errors}
+
+
+# ------------------------------------------------------------------------------------ run
+
+def gpu_count() -> int:
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], stdout=subprocess.PIPE, universal_newlines=True, check=False).stdout
+    except OSError:
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+
+
+def smi_used() -> Dict[int, int]:
+    out = subprocess.run(["nvidia-smi", "--query-gpu=index,memory.used", "--format=csv,noheader,nounits"],
+                         stdout=subprocess.PIPE, universal_newlines=True, check=False).stdout
+    used = {}
+    for line in out.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 2 and parts[0].isdigit():
+            used[int(parts[0])] = int(parts[1])
+    return used
+
+
+def batches(jobs: List[Dict[str, Any]], ngpu: int) -> List[List[Dict[str, Any]]]:
+    """Consecutive single-GPU jobs share a batch, one per GPU; a multi-GPU job runs alone."""
+    out: List[List[Dict[str, Any]]] = []
+    for job in jobs:
+        if job["config"]["gpus"] == 1 and out and len(out[-1]) < ngpu and all(j["config"]["gpus"] == 1 for j in out[-1]):
+            out[-1].append(job)
+        else:
+            out.append([job])
+    return out
+
+
+def prepare(job: Dict[str, Any], slot: int, data: str) -> str:
+    """Copies the rendered job and the data to the rendered paths; returns the train.sh path."""
+    work = job["workdir"]
+    if os.path.exists(work):
+        shutil.rmtree(work)
+    shutil.copytree(job["src"], work)
+    os.makedirs(os.path.join(work, "data"))
+    for name in os.listdir(data):
+        shutil.copy2(os.path.join(data, name), os.path.join(work, "data", name))
+    train = os.path.join(work, "train.sh")
+    if slot:
+        text = open(train).read()
+        word = "--num_gpus 1"
+        if text.count(word) != 1:
+            raise SystemExit("%s: expected one '%s' in train.sh to place the job on GPU %d" % (job["config"]["name"], word, slot))
+        with open(train, "w") as handle:
+            handle.write(text.replace(word, "--include localhost:%d" % slot))
+        job["launcher_change"] = "%s -> --include localhost:%d" % (word, slot)
+    return train
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    os.makedirs(args.out, exist_ok=True)
+    ngpu = gpu_count()
+    jobs = []
+    names = [n for n in (args.only or "").split(",") if n] or sorted(
+        os.listdir(args.jobs), key=lambda n: json.load(open(os.path.join(args.jobs, n, "config.json")))["order"])
+    for name in names:
+        meta = json.load(open(os.path.join(args.jobs, name, "config.json")))
+        meta["src"] = os.path.join(args.jobs, name)
+        jobs.append(meta)
+    env = dict(os.environ, NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1", NVSHMEM_DISABLE_NVLS="1",
+               PYTHONUNBUFFERED="1")
+    results = []
+    start = time.time()
+    results_path = os.path.join(args.out, "results.json")
+    for batch in batches(jobs, max(ngpu, 1)):
+        if batch[0]["config"]["gpus"] > ngpu:
+            for job in batch:
+                results.append({"name": job["config"]["name"], "status": "skipped: needs %d GPUs, host has %d" % (job["config"]["gpus"], ngpu)})
+            continue
+        if time.time() - start > args.budget_s:
+            for job in batch:
+                results.append({"name": job["config"]["name"], "status": "skipped: past budget %ds" % args.budget_s})
+                print("skip %s: past BUDGET_S=%d" % (job["config"]["name"], args.budget_s), flush=True)
+            continue
+        running = []
+        for slot, job in enumerate(batch):
+            train = prepare(job, slot, args.data)
+            log = open(os.path.join(job["workdir"], "launcher.out"), "w")
+            proc = subprocess.Popen(["bash", train], cwd=job["workdir"], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+            gpus = [slot] if job["config"]["gpus"] == 1 else list(range(job["config"]["gpus"]))
+            running.append({"job": job, "proc": proc, "t0": time.time(), "gpus": gpus, "smi_peak": {g: 0 for g in gpus},
+                            "status": None})
+            print("start %s on GPU %s" % (job["config"]["name"], ",".join(map(str, gpus))), flush=True)
+        while any(r["status"] is None for r in running):
+            time.sleep(1.0)
+            used = smi_used()
+            for r in running:
+                if r["status"] is not None:
+                    continue
+                for g in r["gpus"]:
+                    r["smi_peak"][g] = max(r["smi_peak"][g], used.get(g, 0))
+                log_file = os.path.join(r["job"]["workdir"], "logs", "train.log")
+                text = open(log_file, errors="replace").read() if os.path.exists(log_file) else ""
+                done = any(i["iteration"] >= r["job"]["train_iters"] for i in parse_log(text)["intervals"])
+                if done:
+                    r["status"] = "ok"
+                elif r["proc"].poll() is not None:
+                    r["status"] = "failed: exit %s before iteration %d" % (r["proc"].returncode, r["job"]["train_iters"])
+                elif time.time() - r["t0"] > args.job_timeout_s:
+                    r["status"] = "failed: no iteration %d within %ds" % (r["job"]["train_iters"], args.job_timeout_s)
+                if r["status"] is not None:
+                    r["seconds"] = round(time.time() - r["t0"], 1)
+                    time.sleep(0.5)  # let the other ranks' memory lines reach the log
+                    try:
+                        os.killpg(r["proc"].pid, signal.SIGKILL)  # no checkpoint save, no end-of-run eval
+                    except ProcessLookupError:
+                        pass
+                    r["proc"].wait()
+        for r in running:
+            job = r["job"]
+            log_file = os.path.join(job["workdir"], "logs", "train.log")
+            text = open(log_file, errors="replace").read() if os.path.exists(log_file) else ""
+            parsed = parse_log(text)
+            row = {"name": job["config"]["name"], "status": r["status"], "seconds": r["seconds"],
+                   "config": job["config"], "vars": job["vars"], "gpus_used": r["gpus"],
+                   "side_by_side": [x["job"]["config"]["name"] for x in running if x is not r],
+                   "launcher_change": job.get("launcher_change"),
+                   "smi_peak_mib": {str(g): v for g, v in r["smi_peak"].items()}}
+            row.update(parsed)
+            results.append(row)
+            last = parsed["intervals"][-1] if parsed["intervals"] else {}
+            mem = list(parsed["memory"].values())
+            print("done %-20s %-40s %5.0fs  max alloc %s MiB  max reserved %s MiB  TFLOP/s %s  tgs %s" % (
+                row["name"], r["status"][:40], r["seconds"],
+                "/".join("%.0f" % m["max_allocated_mib"] for m in mem) or "-",
+                "/".join("%.0f" % m["max_reserved_mib"] for m in mem) or "-",
+                last.get("tflops_per_gpu", "-"), last.get("tokens_per_gpu_per_s", "-")), flush=True)
+            for line in parsed["errors"][:3]:
+                print("    " + line, flush=True)
+        # The next batch starts on emptied GPUs.
+        deadline = time.time() + 30
+        while time.time() < deadline and any(v > 2048 for v in smi_used().values()):
+            time.sleep(1.0)
+        with open(results_path, "w") as handle:
+            json.dump(results, handle, indent=1)
+    with open(results_path, "w") as handle:
+        json.dump(results, handle, indent=1)
+    with tarfile.open(os.path.join(args.out, "logs.tgz"), "w:gz") as tar:
+        for job in jobs:
+            for name in ("logs/train.log", "launcher.out", "train.sh", "ds_config.json"):
+                path = os.path.join(job["workdir"], name)
+                if os.path.exists(path):
+                    tar.add(path, arcname="%s/%s" % (job["config"]["name"], name))
+    return 0
+
+
+# ------------------------------------------------------------------------------------ report
+
+def load_jobspec():
+    """The collection's own module (through .collections/, which links back to the repo), so
+    that the figures are those of the code in this checkout, not of a copy."""
+    sys.path.insert(0, os.path.join(REPO, ".collections"))
+    from types import SimpleNamespace
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_memory, _job_spec
+    return SimpleNamespace(normalize=_job_spec.normalize, derive=_job_spec.derive,
+                           estimate_memory=_job_memory.estimate_memory)
+
+
+def estimate(jobspec, row: Dict[str, Any], deepspeed_version: str) -> Dict[str, Any]:
+    """The memory estimate the job validation computes for this row's role variables, with the
+    vocabulary Megatron actually used (the spec alone cannot know a vocab file's size: it assumes
+    GPT-2's 50257 for GPT2BPETokenizer)."""
+    c = row["config"]
+    spec = jobspec.normalize(row["vars"])
+    derived = dict(jobspec.derive(spec, 1, c["gpus"]))
+    spec_vocab = derived["padded_vocab_size"]
+    if row.get("padded_vocab_size"):
+        derived["padded_vocab_size"] = row["padded_vocab_size"]
+    zero = {"stage": spec["zero_stage"],
+            "offload_optimizer": spec["zero_offload_optimizer"] != "none",
+            "offload_param": spec["zero_offload_param"] != "none",
+            "reduce_bucket_size": spec["zero_reduce_bucket_size"],
+            "allgather_bucket_size": spec["zero_allgather_bucket_size"]}
+    checkpointing = "full" if spec["activation_checkpointing"] else None
+    est = jobspec.estimate_memory(spec, derived, zero, deepspeed_version, checkpointing)
+    spec_derived = dict(derived, padded_vocab_size=spec_vocab)
+    est["total_with_spec_vocab"] = jobspec.estimate_memory(spec, spec_derived, zero, deepspeed_version, checkpointing)["total"]
+    est["vocab_used"] = derived["padded_vocab_size"]
+    est["vocab_in_spec"] = spec_vocab
+    return est
+
+
+def describe(c: Dict[str, Any]) -> str:
+    parts = ["%d GPU" % c["gpus"], "TP%d" % c["tp"], "PP%d" % c["pp"], "DP%d" % data_parallel(c),
+             "Z%d" % c["zero"], "mb%d" % c["micro"], "rc" if c["recompute"] else "", "flash" if c["flash"] else "no-flash",
+             {"gpt": "", "gpt-nodropout": "gpt dropout 0", "llama": "llama"}[c["model"]] +
+             (" GQA %d kv" % c["kv_heads"] if c.get("kv_heads") else "")]
+    return " ".join(p for p in parts if p)
+
+
+def summarize(row: Dict[str, Any], jobspec, deepspeed_version: str) -> Dict[str, Any]:
+    c = row["config"]
+    mem = list(row.get("memory", {}).values())
+    last = row["intervals"][-1] if row.get("intervals") else None
+    status = row["status"]
+    oom = parse_oom(row.get("errors", []))
+    last_iteration = row["intervals"][-1]["iteration"] if row.get("intervals") else 0
+    if oom:
+        status = "OOM: %.1f GiB allocated, %.1f GiB in the process, asked %.1f GiB more" % (
+            oom["allocated_gib"], oom["process_gib"], oom["tried_gib"])
+    elif status != "ok" and row.get("memory") and last_iteration:
+        status = "stopped after iteration %d of %d (%s): memory valid, no speed figure" % (
+            last_iteration, row["vars"]["megatron_job_train_iters"], status.split(": ", 1)[-1])
+    elif status != "ok":
+        raised = [e for e in row.get("errors", []) if re.search(r"\w+Error: ", e)]
+        if raised:
+            status += ": " + re.sub(r"^\[rank\d+\]:\s*", "", raised[-1])
+    out: Dict[str, Any] = {"name": row["name"], "status": status, "layout": describe(c), "config": c, "oom": oom,
+                           "global_batch": row["vars"]["megatron_job_global_batch_size"],
+                           "side_by_side": row.get("side_by_side", []), "launcher_change": row.get("launcher_change"),
+                           "params_per_model_parallel_rank": row.get("params_per_model_parallel_rank"),
+                           "padded_vocab_size": row.get("padded_vocab_size")}
+    if mem:
+        out["max_allocated_gib"] = max(m["max_allocated_mib"] for m in mem) / 1024.0
+        out["max_reserved_gib"] = max(m["max_reserved_mib"] for m in mem) / 1024.0
+        out["per_rank_mib"] = row["memory"]
+    if row.get("smi_peak_mib"):
+        out["smi_peak_gib"] = max(row["smi_peak_mib"].values()) / 1024.0
+    if last and last["iteration"] > row["vars"]["megatron_job_log_interval"]:
+        # Megatron's TFLOPs count the recomputed forward; the model FLOPs (MFU) do not.
+        model_tflops = last["tflops_per_gpu"] * (0.75 if c["recompute"] else 1.0)
+        out.update({"iterations": "%d-%d" % (last["iteration"] - row["vars"]["megatron_job_log_interval"] + 1, last["iteration"]),
+                    "tflops_per_gpu": last["tflops_per_gpu"], "model_tflops_per_gpu": round(model_tflops, 1),
+                    "mfu": round(model_tflops / H200_DENSE_BF16_TFLOPS, 4),
+                    "tokens_per_gpu_per_s": last["tokens_per_gpu_per_s"], "ms_per_iteration": last["ms_per_iteration"],
+                    "lm_loss": last["lm_loss"]})
+    try:
+        est = estimate(jobspec, row, deepspeed_version)
+    except Exception as exc:  # noqa: BLE001 - a changed estimate API must not lose the measurements
+        out["estimate_error"] = "%s: %s" % (type(exc).__name__, exc)
+    else:
+        keys = ("total", "model_states", "activations", "buffers", "reserved", "formula", "params_per_gpu",
+                "total_with_spec_vocab", "vocab_used", "vocab_in_spec")
+        out["estimate"] = {k: est[k] for k in keys}
+        out["estimate_gib"] = est["total"] / 1024.0 ** 3
+        if out.get("max_reserved_gib"):
+            out["estimate_error_vs_reserved"] = round(out["estimate_gib"] / out["max_reserved_gib"] - 1.0, 4)
+        if out.get("smi_peak_gib"):
+            out["estimate_error_vs_smi"] = round(out["estimate_gib"] / out["smi_peak_gib"] - 1.0, 4)
+    return out
+
+
+def fmt(value: Any, spec: str = "%.1f") -> str:
+    return "-" if value is None else spec % value
+
+
+def pct(ratio: Optional[float]) -> str:
+    return "-" if ratio is None else "%+.0f%%" % (100 * ratio)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    jobspec = load_jobspec()
+    rows: Dict[str, Dict[str, Any]] = {}
+    order: List[str] = []
+    for path in args.results:
+        for row in json.load(open(path)):
+            if "config" not in row:  # skipped before it ran
+                if row["name"] not in rows:
+                    rows[row["name"]] = row
+                    order.append(row["name"])
+                continue
+            if row["name"] not in rows:
+                order.append(row["name"])
+            rows[row["name"]] = row
+    grid = {c["name"]: c for c in GRID}
+    order += [name for name in grid if name not in rows]
+    order.sort(key=lambda name: GRID.index(grid[name]) if name in grid else len(GRID))
+    summary = []
+    for name in order:
+        row = rows.get(name, {"name": name, "status": "not run"})
+        if "config" in row:
+            summary.append(summarize(row, jobspec, args.deepspeed_version))
+        else:
+            c = grid.get(name)
+            summary.append({"name": name, "status": row["status"], "config": c, "layout": describe(c) if c else ""})
+    header = ("| config | layout | status | max alloc GiB | max reserved GiB | nvidia-smi GiB | TFLOP/s | MFU | "
+              "tokens/s/GPU | estimate GiB | error vs reserved |")
+    print(header)
+    print("|" + "|".join(["---"] * (header.count("|") - 1)) + "|")
+    for s in summary:
+        print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            s["name"], s.get("layout", ""), s["status"], fmt(s.get("max_allocated_gib")),
+            fmt(s.get("max_reserved_gib")), fmt(s.get("smi_peak_gib")), fmt(s.get("tflops_per_gpu")),
+            fmt(100 * s["mfu"] if s.get("mfu") is not None else None, "%.1f%%"), fmt(s.get("tokens_per_gpu_per_s"), "%.0f"),
+            fmt(s.get("estimate_gib")), pct(s.get("estimate_error_vs_reserved"))))
+    if args.json:
+        meta = {}
+        if args.meta:
+            meta = json.load(open(args.meta))
+        with open(args.json, "w") as handle:
+            json.dump({"meta": meta, "model": MODEL, "grad_acc": GRAD_ACC, "train_iters": TRAIN_ITERS,
+                       "log_interval": LOG_INTERVAL, "peak_tflops": H200_DENSE_BF16_TFLOPS,
+                       "gpu_memory_mib": H200_MIB, "rows": summary}, handle, indent=1, sort_keys=True)
+            handle.write("\n")
+        print("wrote %s" % args.json)
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    for c in GRID:
+        print("%-20s %s" % (c["name"], describe(c)))
+    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("list")
+    p.set_defaults(func=cmd_list)
+    p = sub.add_parser("render")
+    p.add_argument("--dest", required=True, help="writes DEST/jobs/NAME/")
+    p.add_argument("--root", default="/tmp/mdsgrid", help="where the jobs, Megatron-DeepSpeed and data live on the GPU host")
+    p.add_argument("--only", help="comma-separated configuration names")
+    p.add_argument("--show", action="store_true", help="print the first train.sh")
+    p.set_defaults(func=cmd_render)
+    p = sub.add_parser("run")
+    p.add_argument("--jobs", required=True)
+    p.add_argument("--data", required=True, help="corpus_text_document.{bin,idx}, vocab.json, merges.txt")
+    p.add_argument("--out", required=True)
+    p.add_argument("--only", help="comma-separated configuration names, in run order")
+    p.add_argument("--budget-s", type=int, default=10 ** 9, help="start no batch after this many seconds")
+    p.add_argument("--job-timeout-s", type=int, default=240)
+    p.set_defaults(func=cmd_run)
+    p = sub.add_parser("report")
+    p.add_argument("results", nargs="+", help="results.json files; a later file's row replaces an earlier one")
+    p.add_argument("--json", help="write the data file here")
+    p.add_argument("--meta", help="a JSON file of host facts to embed")
+    p.add_argument("--deepspeed-version", default="0.19.6")
+    p.set_defaults(func=cmd_report)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

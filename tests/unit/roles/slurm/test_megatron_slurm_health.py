@@ -1,0 +1,94 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, megatron_ds.cluster developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The slurm role's HealthCheckProgram, run as slurmd runs it, on this machine.
+
+The library directory is laid out as the role lays it out on a node (the collection's
+module_utils copied into one package). ``scontrol`` is a stand-in on PATH that answers
+``show node`` from a file and records ``update`` calls, since no slurmctld runs here; the facts
+are this machine's own (no GPU, no driver), judged against a real profile.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[4]
+PROGRAM = ROOT / "roles" / "slurm" / "files" / "megatron_slurm_health.py"
+MODULES = ("_gpu_facts", "_preflight", "_stack_profiles", "_versions", "_slurm_health")
+IDLE = "NodeName=n1 Arch=x86_64 State=IDLE ThreadsPerCore=1 Partitions=train"
+OURS = IDLE.replace("State=IDLE", "State=IDLE+DRAIN") + " Reason=megatron-health: gpu.present found no GPU, expected >= 1 GPU [root@2026-12-01T02:22:00]"
+ADMIN = IDLE.replace("State=IDLE", "State=IDLE+DRAIN") + " Reason=bad fan [root@2026-12-01T02:22:00]"
+SCONTROL = """#!/bin/sh
+if [ "$1" = show ]; then cat "$(dirname "$0")/state"; exit 0; fi
+printf '%s\\n' "$*" >> "$(dirname "$0")/calls"
+"""
+
+
+@pytest.fixture()
+def node(tmp_path):
+    library = tmp_path / "lib" / "megatron_health"
+    library.mkdir(parents=True)
+    (library / "__init__.py").write_text("")
+    for name in MODULES:
+        shutil.copy(ROOT / "plugins" / "module_utils" / (name + ".py"), library / (name + ".py"))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text(SCONTROL)
+    (bin_dir / "scontrol").chmod(0o755)
+    return tmp_path
+
+
+def run(node: Path, profile: str, state: str, *extra: str) -> subprocess.CompletedProcess:
+    (node / "bin" / "state").write_text(state)
+    config = node / "health.json"
+    config.write_text(json.dumps({"node": "n1", "profile": profile, "venv": "", "megatron_dir": "", "gpus": 0,
+                                  "exclude": [], "timeout": 10}))
+    env = dict(os.environ, PATH="%s:%s" % (node / "bin", os.environ.get("PATH", "")))
+    return subprocess.run([sys.executable, str(PROGRAM), "--config", str(config), "--library", str(node / "lib")]
+                          + list(extra), capture_output=True, text=True, env=env, timeout=120, check=False)
+
+
+def calls(node: Path) -> list:
+    path = node / "bin" / "calls"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+@pytest.mark.parametrize("profile, state, rc, action, expected_calls", [
+    # A CPU machine meets the cpu profile (without a venv only the system checks run).
+    ("cpu", IDLE, 0, "nothing", []),
+    # Against a GPU profile it has no GPU and no driver: drained, the first failure as the reason.
+    ("cu117", IDLE, 1, "drain",
+     ["update NodeName=n1 State=DRAIN Reason=megatron-health: gpu.present found no GPU, expected >= 1 GPU (+4 more)"]),
+    # Healthy again after our own drain: resumed.
+    ("cpu", OURS, 0, "resume", ["update NodeName=n1 State=RESUME"]),
+    # An administrator's drain is left as it is, healthy or not.
+    ("cpu", ADMIN, 0, "nothing", []),
+    ("cu117", ADMIN, 1, "nothing", []),
+])
+def test_program(node, profile, state, rc, action, expected_calls):
+    result = run(node, profile, state)
+    assert result.returncode == rc, result.stdout + result.stderr
+    assert result.stdout.splitlines()[-1].endswith("action: %s" % action)
+    assert calls(node) == expected_calls
+
+
+def test_dry_run_changes_nothing(node):
+    result = run(node, "cu117", IDLE, "--dry-run")
+    assert result.returncode == 1
+    assert "action: drain (dry run)" in result.stdout
+    assert "FAIL n1 gpu.present: found no GPU" in result.stdout
+    assert calls(node) == []
+
+
+def test_scontrol_failure_is_its_own_exit_status(node):
+    (node / "bin" / "scontrol").write_text("#!/bin/sh\necho 'slurm_load_node error: Unable to contact slurm controller' >&2\nexit 1\n")
+    result = run(node, "cpu", IDLE)
+    assert result.returncode == 2
+    assert "Unable to contact slurm controller" in result.stdout
