@@ -21,7 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[4]
 PROGRAM = ROOT / "roles" / "slurm" / "files" / "megatron_slurm_health.py"
-MODULES = ("_gpu_facts", "_preflight", "_stack_profiles", "_versions", "_slurm_health")
+MODULES = ("_gpu_facts", "_integrity", "_preflight", "_report", "_stack_profiles", "_versions", "_slurm_health")
 IDLE = "NodeName=n1 Arch=x86_64 State=IDLE ThreadsPerCore=1 Partitions=train"
 OURS = IDLE.replace("State=IDLE", "State=IDLE+DRAIN") + " Reason=megatron-health: gpu.present found no GPU, expected >= 1 GPU [root@2026-12-01T02:22:00]"
 ADMIN = IDLE.replace("State=IDLE", "State=IDLE+DRAIN") + " Reason=bad fan [root@2026-12-01T02:22:00]"
