@@ -30,10 +30,7 @@ import subprocess
 import xml.etree.ElementTree as ET
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-try:
-    from ansible_collections.megatron_ds.cluster.plugins.module_utils import _integrity
-except ImportError:  # copied with its siblings as a plain package (the slurm role's node health check)
-    from . import _integrity  # type: ignore[no-redef]
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _integrity
 
 RunResult = Tuple[int, str, str]
 Runner = Callable[[Sequence[str], float], RunResult]

@@ -16,13 +16,30 @@ Exit status: 0 healthy, 1 a check failed, 2 the health check itself could not ru
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import subprocess
 import sys
+import types
 
 LIBRARY = os.path.dirname(os.path.abspath(__file__))
 CONFIG = "/etc/megatron/slurm-health.json"
+COLLECTION_UTILS = "ansible_collections.megatron_ds.cluster.plugins.module_utils"
+
+
+def _alias_collection(package) -> None:
+    """Let the copied modules' absolute imports (``from ansible_collections.megatron_ds.cluster.
+    plugins.module_utils import _integrity``, as modules shipped by Ansible need them) resolve to
+    the copied package: the node has the collection's files, not the collection."""
+    parts = COLLECTION_UTILS.split(".")
+    for depth in range(1, len(parts)):
+        name = ".".join(parts[:depth])
+        if name not in sys.modules:
+            stub = types.ModuleType(name)
+            stub.__path__ = []  # a namespace with no files of its own
+            sys.modules[name] = stub
+    sys.modules[COLLECTION_UTILS] = package
 
 
 def main() -> int:
@@ -32,6 +49,7 @@ def main() -> int:
     parser.add_argument("--dry-run", action="store_true", help="judge and print, change no node state")
     args = parser.parse_args()
     sys.path.insert(0, args.library)
+    _alias_collection(importlib.import_module("megatron_health"))
     from megatron_health import _gpu_facts, _slurm_health, _stack_profiles  # pylint: disable=import-outside-toplevel
 
     with open(args.config, encoding="utf-8") as handle:
