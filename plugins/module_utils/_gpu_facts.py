@@ -313,7 +313,11 @@ def collect_megatron(host: Host, path: Optional[str]) -> Dict[str, Any]:
             facts["commit"] = out.strip()
     gitdir = git_dir(host, path)
     if gitdir:
-        config = host.read_text(gitdir + "/config") or host.read_text(os.path.dirname(gitdir.rstrip("/")) + "/config")
+        # A linked worktree keeps its config (the object format) in the common directory.
+        common = (host.read_text(gitdir + "/commondir") or "").strip()
+        if common and not common.startswith("/"):
+            common = os.path.normpath(gitdir + "/" + common)
+        config = host.read_text(gitdir + "/config") or (host.read_text(common + "/config") if common else None)
         facts["files"] = _integrity.check_git_index(host.read_bytes, host.path, path, gitdir, config)
     return facts
 

@@ -275,3 +275,20 @@ def test_garbled_index_is_an_error_not_an_exception(tmp_path):
 ])
 def test_index_v4_varint(data, value, offset):
     assert ig._varint(data, 0) == (value, offset)
+
+
+@needs_git
+def test_linked_worktree_is_checked_against_its_own_index(tmp_path):
+    """A checkout made with `git worktree add`: .git is a file; its index is under the main
+    repository's .git/worktrees/<name>, its config (object format) in the common directory."""
+    repo = checkout(tmp_path)
+    git(repo, "worktree", "add", "-q", "--detach", str(tmp_path / "opt" / "mds-linked"))
+    linked = tmp_path / "opt" / "mds-linked"
+    # git writes the host's absolute path; on the node root of this test it is /opt/...
+    (linked / ".git").write_text("gitdir: /opt/Megatron-DeepSpeed/.git/worktrees/mds-linked\n")
+    h = gf.Host(root=str(tmp_path), run=lambda argv, timeout: (127, "", ""), timeout=5)
+    os.utime(str(repo / ".git" / "worktrees" / "mds-linked" / "index"), (1, 1))
+    _edit_same_size(linked / "megatron/model/gpt_model.py")
+    files = gf.collect_megatron(h, "/opt/mds-linked")["files"]
+    assert files["source"] == "/opt/Megatron-DeepSpeed/.git/worktrees/mds-linked/index"
+    assert files["bad"] == ["megatron/model/gpt_model.py: changed (same size)"] and files["checked"] == 5
