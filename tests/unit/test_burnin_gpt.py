@@ -129,3 +129,46 @@ def test_sigterm_saves_and_exits_zero_even_when_signalled_again(tmp_path):
     tag = (tmp_path / "ckpt" / "latest").read_text().strip()
     assert tag == "global_step%d" % result["final_step"]
     assert "BURNIN checkpoint %s/%s (SIGTERM)" % (tmp_path / "ckpt", tag) in output
+
+
+def _torchrun(tmp_path: pathlib.Path, ranks: int, extra: List[str], env_extra: Optional[Dict[str, str]] = None
+              ) -> subprocess.CompletedProcess:
+    """The burn-in on ``ranks`` CPU ranks under torch's launcher (what DeepSpeed's launcher runs per node)."""
+    argv, env = _command(tmp_path, extra)
+    for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(key, None)
+    env.update(env_extra or {})
+    argv = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(ranks),
+            "--master_addr", "127.0.0.1", "--master_port", str(_free_port())] + argv[2:]
+    return subprocess.run(argv, env=env, cwd=tmp_path, text=True, capture_output=True, timeout=300, check=False)
+
+
+def test_dp_change_under_zero1_needs_the_universal_checkpoint(tmp_path):
+    """The supervisor's node-loss path (plugins/module_utils/_heal.py conversion_needed and
+    universal_command): a ZeRO-1 tag saved at DP 2 does not load at DP 1 as it is (DeepSpeed's
+    engine refuses), and loads after ds_to_universal with --universal-checkpoint, continuing
+    from the saved step."""
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils._heal import universal_command
+
+    saved = _torchrun(tmp_path, 2, ["--steps", "2"])
+    assert saved.returncode == 0, saved.stdout[-2000:] + saved.stderr[-2000:]
+    direct = _run(tmp_path, ["--steps", "3", "--load", str(tmp_path / "ckpt")])
+    assert direct.returncode != 0
+    assert "used a DP world size of 2 but the current world size is 1" in direct.stdout + direct.stderr
+    convert = subprocess.run(universal_command(sys.executable, str(tmp_path / "ckpt"), "global_step2", True),
+                             env=dict(os.environ, DS_ACCELERATOR="cpu"), text=True, capture_output=True,
+                             timeout=300, check=False)
+    assert convert.returncode == 0, convert.stdout[-2000:] + convert.stderr[-2000:]
+    assert (tmp_path / "ckpt" / "latest_universal").read_text().strip() == "global_step2_universal"
+    resumed = _run(tmp_path, ["--steps", "3", "--load", str(tmp_path / "ckpt"), "--universal-checkpoint"])
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
+    assert "BURNIN resumed from %s/global_step2_universal" % (tmp_path / "ckpt") in resumed.stdout
+    assert "BURNIN step=3 " in resumed.stdout
+
+
+def test_nan_fault_injection_turns_the_loss_nan_at_the_chosen_step(tmp_path):
+    proc = _torchrun(tmp_path, 1, ["--steps", "3"], {"MEGATRON_DS_BURNIN_NAN_AT_STEP": "2"})
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    losses = {line.split()[1]: line.split()[2] for line in proc.stdout.splitlines() if line.startswith("BURNIN step=")}
+    assert losses["step=1"] != "loss=nan"
+    assert losses["step=2"] == "loss=nan"

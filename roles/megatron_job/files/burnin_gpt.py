@@ -138,6 +138,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument("--save", default=None, help="checkpoint directory (DeepSpeed layout)")
     parser.add_argument("--save-interval", type=int, default=0, help="save every N steps; 0 saves only at the end")
     parser.add_argument("--load", default=None, help="resume from this checkpoint directory's `latest` tag")
+    parser.add_argument("--universal-checkpoint", action="store_true",
+                        help="--load reads the tag in `latest_universal`, written by DeepSpeed's ds_to_universal "
+                             "(a checkpoint saved with another DP size; DeepSpeed's checkpoint.load_universal)")
     parser.add_argument("--pool", type=int, default=64, help="synthetic sequences per rank, cycled so the loss can fall")
     parser.add_argument("--probe-steps", type=int, default=3, help="communication-free forward+backward steps per rank")
     parser.add_argument("--slow-threshold", type=float, default=0.10, help="flag nodes this fraction below the median")
@@ -155,6 +158,11 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     if args.hidden % args.heads:
         parser.error("--hidden %d is not divisible by --heads %d" % (args.hidden, args.heads))
     return args
+
+
+# Test-only fault injection (the chaos tests of roles/supervisor): the loss of optimizer step N
+# becomes NaN on every rank, as a diverging run's would. Unset or 0: never.
+NAN_AT_ENV = "MEGATRON_DS_BURNIN_NAN_AT_STEP"
 
 
 def load_config(path: str, world: int) -> Dict[str, Any]:
@@ -331,6 +339,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     hostname = socket.gethostname()
 
     config = load_config(args.ds_config, world)
+    if args.universal_checkpoint:
+        # What Megatron-DeepSpeed's --universal-checkpoint does (megatron/training.py): the engine
+        # then loads `latest_universal` and re-partitions the optimizer state for this DP size.
+        config.setdefault("checkpoint", {})["load_universal"] = True
     micro = config["train_micro_batch_size_per_gpu"]
     grad_acc = config["gradient_accumulation_steps"]
     bf16 = bool((config.get("bf16") or {}).get("enabled"))
@@ -371,6 +383,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         )
 
     pool = synthetic_pool(args, rank, device)
+    nan_at = int(os.environ.get(NAN_AT_ENV, "0") or 0)
     profiler = Profiler(args, rank, device, hostname)
     tokens_per_step = micro * grad_acc * args.seq
     initial_loss = final_loss = float("nan")
@@ -388,6 +401,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             index = torch.arange(cursor, cursor + micro) % args.pool
             cursor += micro
             loss = engine(pool[index])
+            if nan_at == int(engine.global_steps) + 1:
+                loss = loss * float("nan")  # test-only fault injection, see NAN_AT_ENV
             engine.backward(loss)
             engine.step()
             losses.append(float(loss.detach().float().item()))
