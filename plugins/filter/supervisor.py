@@ -1,0 +1,36 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, megatron_ds.cluster developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters of the self-healing supervisor (roles/supervisor); thin adapters over
+module_utils/_incident.py and module_utils/_heal.py.
+
+* ``incident_summary(text)``: the supervisor's incident file (JSON lines) as status.yml reports it.
+* ``heal_replan(spec_vars, nodes_left, gpus_per_node)``: the same TP/PP on fewer nodes, the
+  global batch kept (_heal.replan).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Optional
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _heal, _incident
+
+
+def incident_summary(text: Any, last: int = 5) -> Dict[str, Any]:
+    records, bad = _incident.parse(str(text or "").splitlines())
+    return _incident.summary(records, bad, int(last))
+
+
+def heal_replan(spec_vars: Any, nodes_left: Any, gpus_per_node: Optional[Any] = None) -> Dict[str, Any]:
+    if not isinstance(spec_vars, dict):
+        raise AnsibleFilterError("megatron_ds.cluster.heal_replan: expected the megatron_job_* variables as a dict, "
+                                 "found %s" % type(spec_vars).__name__)
+    return _heal.replan(spec_vars, int(nodes_left), int(gpus_per_node) if gpus_per_node else None)
+
+
+class FilterModule:
+    """Supervisor filters of megatron_ds.cluster."""
+
+    def filters(self) -> Dict[str, Callable[..., Any]]:
+        return {"incident_summary": incident_summary, "heal_replan": heal_replan}
