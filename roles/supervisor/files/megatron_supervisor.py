@@ -1,0 +1,488 @@
+#!/usr/bin/env python3
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, megatron_ds.cluster developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""megatron_ds.cluster supervisor: watch a job started by train.yml, and on a failure stop every
+rank, find the culprit, re-plan, pick (and convert) the checkpoint and relaunch through train.yml.
+
+    megatron_supervisor.py --config /etc/megatron-supervisor/<job>.json [--once]
+
+Inputs, each turned into one observation per poll (plugins/module_utils/_heal.py classify):
+* the training log, read from the launch record's offset with the collection's one log reader
+  (_launch.parse_log over _megatron_log.parse_iteration): iteration progress and its time (the
+  stall timeout is derived from it), NaN/inf, failed saves, the launcher's exit status;
+* rank liveness: over ssh on every node, the rank processes (the launch record's rank_pattern)
+  and their states (T = stopped, D = stuck in the kernel); ssh failing = node unreachable;
+* Alertmanager's webhook (POST /alerts on the chosen address): a firing alert triggers a poll at
+  once; MegatronNodeDown names the node to check.
+
+Actions (what _heal.decide says), in this order: SIGTERM to every rank (they save on SIGTERM),
+SIGKILL after stop_timeout (a hung rank cannot save); the culprit checks (ssh, and the optional
+probe command per node: the preflight facts call or the burn-in probe); the re-plan
+(_heal.replan: same TP/PP, fewer nodes, same global batch) or a spare; the newest complete tag
+(megatron_checkpoint_info's checks, _checkpoint.analyse) written to `latest`; DeepSpeed's
+universal checkpoint conversion when the DP size changes under ZeRO >= 1 (_heal.conversion_needed);
+then the relaunch command (train.yml: validation and preflight gate, job files, launch) with the
+nodes and overrides as extra variables. Each incident is one JSON line (_incident) and the
+Prometheus textfile is rewritten.
+
+Standard library plus the collection's module_utils (deployed beside it by roles/supervisor).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import re
+import shlex
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+_SAVE_FAILED = re.compile(r"No space left on device|(?:saving|save_checkpoint|save checkpoint).*(?:Error|error|failed)")
+_NODE_DOWN = "MegatronNodeDown"
+
+
+def now_iso() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _lib(config: Mapping[str, Any]) -> None:
+    """Make the collection's module_utils importable (roles/supervisor copies them under lib)."""
+    lib = config.get("lib")
+    if lib and lib not in sys.path:
+        sys.path.insert(0, lib)
+
+
+def fill(argv: Sequence[str], **values: Any) -> List[str]:
+    """A command template: each {name} in an argument is replaced by its value."""
+    out = []
+    for arg in argv:
+        for key, value in values.items():
+            arg = arg.replace("{%s}" % key, str(value))
+        out.append(arg)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Observing the job
+# ------------------------------------------------------------------------------------------------
+class Progress:
+    """Iteration progress from successive log reads: when the last new iteration came, the
+    measured iteration times, the first NaN/inf iteration, the last failed save."""
+
+    def __init__(self) -> None:
+        self.iteration: Optional[int] = None
+        self.at: Optional[float] = None
+        self.times: List[float] = []
+        self.nonfinite: Optional[int] = None
+        self.save_failed: Optional[str] = None
+
+    def update(self, summary: Mapping[str, Any], lines: Sequence[str], clock: float) -> None:
+        from ansible_collections.megatron_ds.cluster.plugins.module_utils._megatron_log import (
+            is_finite, is_nonfinite, parse_iteration)
+
+        if self.at is None:
+            self.at = clock
+        last = summary.get("last") or {}
+        iteration = last.get("iteration")
+        if iteration is not None and (self.iteration is None or iteration > self.iteration):
+            self.iteration, self.at = iteration, clock
+            seconds = last.get("step_time_s")
+            if seconds is None and last.get("iteration_time_ms") is not None:
+                seconds = last["iteration_time_ms"] / 1000.0
+            if seconds is not None:
+                self.times = (self.times + [float(seconds)])[-20:]
+        for line in lines:
+            record = parse_iteration(line)
+            if record is not None and is_nonfinite(record) and self.nonfinite is None:
+                self.nonfinite = record["iteration"]
+            elif record is None and "BURNIN step=" in line:
+                match = re.search(r"BURNIN step=(\d+) loss=(\S+)", line)
+                if match and not is_finite(_float(match.group(2))) and self.nonfinite is None:
+                    self.nonfinite = int(match.group(1))
+            if _SAVE_FAILED.search(line):
+                self.save_failed = line.strip()[:300]
+
+
+def _float(text: str) -> Optional[float]:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+class Shell:
+    """Commands on the nodes over ssh (the cluster_ssh role's keys, as the training user)."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.ssh = list(config.get("ssh") or ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10"])
+        self.addresses = dict(config.get("addresses") or {})
+        self.timeout = int(config.get("ssh_timeout", 30))
+
+    def run(self, node: str, command: str) -> subprocess.CompletedProcess:
+        argv = self.ssh + [self.addresses.get(node, node), command]
+        try:
+            return subprocess.run(argv, capture_output=True, text=True, timeout=self.timeout, check=False)
+        except subprocess.TimeoutExpired:
+            return subprocess.CompletedProcess(argv, 255, "", "ssh timed out after %d s" % self.timeout)
+
+    def ranks(self, node: str, pattern: str) -> Optional[List[str]]:
+        """Process states (ps STAT) of the node's rank processes; None when the node does not answer."""
+        proc = self.run(node, "for p in $(pgrep -f %s); do ps -o stat= -p $p; done; true" % shlex.quote(pattern))
+        if proc.returncode == 255:
+            return None
+        return [line.strip() for line in proc.stdout.splitlines() if line.strip()]
+
+    def signal(self, node: str, pattern: str, sig: str) -> None:
+        self.run(node, "pkill -%s -f %s; true" % (sig, shlex.quote(pattern)))
+
+
+def observe(config: Mapping[str, Any], shell: Shell, progress: Progress, alerts: Sequence[Mapping[str, Any]],
+            clock: float, log_offset: int) -> Dict[str, Any]:
+    """One observation of the job for _heal.classify."""
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils import _heal, _launch
+
+    lines: List[str] = []
+    if os.path.exists(config["log_file"]):
+        lines, _ = _launch.tail_text(config["log_file"], log_offset)
+    summary = _launch.parse_log(lines)
+    progress.update(summary, lines, clock)
+    obs: Dict[str, Any] = {"unreachable": [], "exited": {}, "stopped_ranks": {}}
+    if summary.get("launcher_rc") == 0:
+        obs["finished"] = True
+        return obs
+    expected = int(config["gpus_per_node"])
+    down_alerts = {a.get("node") for a in alerts if a.get("alertname") == _NODE_DOWN}
+    counts = {}
+    for node in config["nodes"]:
+        states = shell.ranks(node, config["rank_pattern"])
+        if states is None:
+            obs["unreachable"].append(node)
+            continue
+        counts[node] = len(states)
+        stuck = sum(1 for s in states if s[:1] in ("T", "D"))
+        if stuck:
+            obs["stopped_ranks"][node] = stuck
+    for node in down_alerts - set(obs["unreachable"]) - {None}:
+        if node in config["nodes"] and shell.run(node, "true").returncode == 255:
+            obs["unreachable"].append(node)
+    if summary.get("started"):
+        short = [n for n, c in counts.items() if c < expected]
+        if short and (len(short) < len(counts) or summary.get("launcher_rc") not in (None, 0)):
+            obs["exited"] = {n: summary.get("launcher_rc") for n in short}
+    if progress.iteration is not None or summary.get("started"):
+        obs["stalled_for"] = clock - (progress.at if progress.at is not None else clock)
+        obs["stall_timeout"] = _heal.stall_timeout(progress.times, config.get("policy"))
+    if progress.nonfinite is not None:
+        obs["nonfinite_iteration"] = progress.nonfinite
+    if progress.save_failed:
+        obs["save_failed"] = progress.save_failed
+    return obs
+
+
+# ------------------------------------------------------------------------------------------------
+# Acting on a decision
+# ------------------------------------------------------------------------------------------------
+def stop_ranks(config: Mapping[str, Any], shell: Shell, nodes: Sequence[str], sleep: Callable[[float], None]) -> None:
+    """SIGTERM (the ranks save and exit), then SIGKILL what is left after stop_timeout; SIGCONT
+    first so that a stopped (SIGSTOP) rank can act on the signals."""
+    pattern = config["rank_pattern"]
+    for node in nodes:
+        shell.signal(node, pattern, "CONT")
+        shell.signal(node, pattern, "TERM")
+    deadline = float(config.get("stop_timeout", 120))
+    waited = 0.0
+    while waited < deadline and any(shell.ranks(n, pattern) for n in nodes):
+        sleep(5.0)
+        waited += 5.0
+    for node in nodes:
+        shell.signal(node, pattern, "KILL")
+
+
+def culprits(config: Mapping[str, Any], shell: Shell, nodes: Sequence[str]) -> Dict[str, str]:
+    """Nodes whose checks fail: unreachable over ssh, or the probe command (rc != 0)."""
+    bad = {}
+    probe = config.get("probe_command") or []
+    for node in nodes:
+        if shell.run(node, "true").returncode == 255:
+            bad[node] = "unreachable over ssh"
+            continue
+        if probe:
+            proc = subprocess.run(fill(probe, node=node), capture_output=True, text=True,
+                                  timeout=int(config.get("probe_timeout", 900)), check=False)
+            if proc.returncode != 0:
+                bad[node] = "probe failed (rc %d): %s" % (proc.returncode, (proc.stdout + proc.stderr).strip()[-200:])
+    return bad
+
+
+def choose_checkpoint(config: Mapping[str, Any], saved_shape: Mapping[str, Any],
+                      before_iteration: Optional[int]) -> Dict[str, Any]:
+    """The newest complete tag (below ``before_iteration`` for a NaN rollback) on the head node,
+    judged by megatron_checkpoint_info's checks with the shape it was saved with; `latest` is
+    rewritten to it when it is not the newest."""
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils import _checkpoint, _heal
+
+    path = config["checkpoint_dir"]
+    expect = {"tensor_parallel": saved_shape.get("tensor_parallel"), "pipeline_parallel": saved_shape.get("pipeline_parallel"),
+              "data_parallel": saved_shape.get("data_parallel"), "zero_stage": saved_shape.get("zero_stage")}
+    report = _checkpoint.analyse(_checkpoint.scan_dir(path), expect={k: v for k, v in expect.items() if v is not None})
+    choice = _heal.resume_tag(report, before_iteration)
+    if choice["tag"] and report.get("latest") != choice["tag"]:
+        with open(os.path.join(path, "latest"), "w") as handle:
+            handle.write(choice["tag"])
+    return choice
+
+
+def write_inventory(config: Mapping[str, Any], nodes: Sequence[str], spares: Sequence[str]) -> str:
+    """The inventory train.yml relaunches with (Ansible's yaml inventory plugin reads .json):
+    the job's variables as the controller had them, megatron_nodes = the nodes kept (in their
+    order: the first hosts global rank 0), megatron_head, megatron_spares, and the excluded nodes
+    in megatron_excluded so that they stay visible."""
+    hosts = dict(config.get("inventory_hosts") or {})
+    excluded = [n for n in config["nodes"] if n not in nodes and n not in spares]
+    head = config.get("head") or nodes[0]
+    inventory = {"all": {
+        "vars": dict(config.get("inventory_vars") or {}),
+        "hosts": {n: hosts.get(n, {}) for n in list(dict.fromkeys(list(config["nodes"]) + list(spares) + [head]))},
+        "children": {
+            "megatron_nodes": {"hosts": {n: {} for n in nodes}},
+            "megatron_head": {"hosts": {head: {}}},
+            "megatron_spares": {"hosts": {n: {} for n in spares if n not in nodes}},
+            "megatron_excluded": {"hosts": {n: {} for n in excluded}},
+        },
+    }}
+    path = os.path.join(os.path.dirname(config["incident_file"]), "supervisor-inventory.json")
+    with open(path, "w") as handle:
+        json.dump(inventory, handle, indent=1, sort_keys=True)
+    return path
+
+
+class Supervisor:
+    """The loop: observe, classify, decide, act, record. Hooks make it testable without a cluster."""
+
+    def __init__(self, config: Mapping[str, Any], shell: Optional[Shell] = None,
+                 run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
+        from ansible_collections.megatron_ds.cluster.plugins.module_utils import _heal, _incident
+
+        self.heal, self.incident = _heal, _incident
+        self.config = dict(config)
+        self.policy = _heal.policy(config.get("policy"))
+        self.shell = shell or Shell(config)
+        self.run, self.sleep, self.clock = run, sleep, clock
+        self.nodes = list(config["nodes"])
+        self.spares = list(config.get("spares") or [])
+        self.history, _ = _incident.read(config["incident_file"])
+        self.progress = Progress()
+        self.alerts: List[Dict[str, Any]] = []
+        self.lock = threading.Lock()
+        self.log_offset = self._record_offset()
+        self.stopped = bool(self.history) and self.history[-1].get("action") == _heal.STOP
+        self.pending_resume: Optional[Dict[str, Any]] = None
+        self.universal = False
+
+    def _record_offset(self) -> int:
+        try:
+            with open(self.config["record_file"]) as handle:
+                return int(json.load(handle).get("log_offset") or 0)
+        except (OSError, ValueError):
+            return 0
+
+    def add_alerts(self, payload: Mapping[str, Any]) -> int:
+        """Alertmanager's webhook body: firing alerts, with the node from the instance label."""
+        got = 0
+        for alert in payload.get("alerts") or []:
+            if alert.get("status") != "firing":
+                continue
+            labels = alert.get("labels") or {}
+            instance = str(labels.get("instance") or labels.get("node") or "")
+            node = instance.rsplit(":", 1)[0] if instance else None
+            with self.lock:
+                self.alerts.append({"alertname": labels.get("alertname"), "node": node})
+            got += 1
+        return got
+
+    def write_metrics(self) -> None:
+        directory = self.config.get("textfile_dir")
+        if directory and os.path.isdir(directory):
+            self.incident.write_textfile(directory, "megatron_supervisor.prom",
+                                         self.incident.prometheus_text(self.history, self.config["job"], up=True))
+
+    def saved_shape(self) -> Dict[str, Any]:
+        spec = dict(self.config["spec"])
+        spec["nodes"] = len(self.nodes)
+        from ansible_collections.megatron_ds.cluster.plugins.module_utils._job_spec import derive, normalize
+
+        derived = derive(normalize(spec), len(self.nodes), int(self.config["gpus_per_node"]))
+        return {"tensor_parallel": derived["tensor_parallel"], "pipeline_parallel": derived["pipeline_parallel"],
+                "data_parallel": derived["data_parallel_size"], "zero_stage": derived["zero_stage"],
+                "bf16": derived["bf16"]}
+
+    def poll(self) -> Optional[Dict[str, Any]]:
+        """One round; returns the incident record when it acted."""
+        if self.stopped:
+            return None
+        with self.lock:
+            alerts, self.alerts = self.alerts, []
+        clock = self.clock()
+        obs = observe(self.config, self.shell, self.progress, alerts, clock, self.log_offset)
+        if self.pending_resume and self.progress.iteration is not None \
+                and self.progress.iteration > (self.pending_resume.get("step") or 0):
+            self.incident.append(self.config["incident_file"], {
+                "event": self.incident.RESUMED, "at": now_iso(), "iteration": self.progress.iteration,
+                "seconds": round(clock - self.pending_resume["clock"], 1)})
+            self.history, _ = self.incident.read(self.config["incident_file"])
+            self.pending_resume = None
+        fault = self.heal.classify(obs)
+        self.write_metrics()
+        if fault is None:
+            return None
+        return self.handle(fault, obs, clock)
+
+    def handle(self, fault: Dict[str, Any], obs: Mapping[str, Any], clock: float) -> Dict[str, Any]:
+        heal = self.heal
+        before = self.saved_shape()
+        last_iteration = self.progress.iteration
+        reachable = [n for n in self.nodes if n not in (obs.get("unreachable") or [])]
+        stop_ranks(self.config, self.shell, reachable, self.sleep)
+        if fault["kind"] == heal.TRANSIENT:
+            bad = culprits(self.config, self.shell, reachable)
+            if bad:
+                fault = dict(fault, kind=heal.NODE, nodes=sorted(bad),
+                             evidence=fault["evidence"] + "; " + "; ".join("%s: %s" % kv for kv in sorted(bad.items())))
+        decision = heal.decide(fault, self.history, self.policy, self.nodes, self.spares)
+        converted = None
+        resumed_step = None
+        overrides: Dict[str, Any] = {}
+        if decision["action"] == heal.EXCLUDE:
+            plan = heal.replan(dict(self.config["spec"], nodes=len(self.nodes)), len(decision["nodes"]),
+                               int(self.config["gpus_per_node"]))
+            if not plan["ok"]:
+                decision = dict(decision, action=heal.STOP, reason="%s; re-plan refused: %s" % (decision["reason"], plan["reason"]))
+            else:
+                overrides.update(plan["overrides"])
+                decision = dict(decision, reason="%s; %s" % (decision["reason"], plan["reason"]))
+        if decision["action"] != heal.STOP:
+            choice = choose_checkpoint(self.config, before, fault.get("iteration") if decision["action"] == heal.ROLL_BACK else None)
+            resumed_step = choice["step"]
+            if decision["action"] == heal.ROLL_BACK and choice["tag"] is None:
+                decision = dict(decision, action=heal.STOP, reason=decision["reason"] + "; no complete tag before it: stop")
+        if decision["action"] != heal.STOP and resumed_step is not None:
+            self.nodes = list(decision["nodes"])
+            after = self.saved_shape()
+            why = heal.conversion_needed(before, after)
+            if why:
+                tag = "global_step%d" % resumed_step
+                proc = self.run(heal.universal_command(self.config["python"], self.config["checkpoint_dir"], tag,
+                                                       bool(self.config.get("inject_missing_state", True))),
+                                capture_output=True, text=True, check=False)
+                if proc.returncode != 0:
+                    decision = dict(decision, action=heal.STOP, reason="%s; %s, and ds_to_universal failed: %s"
+                                    % (decision["reason"], why, (proc.stdout + proc.stderr).strip()[-300:]))
+                else:
+                    converted = tag + "_universal"
+                    self.universal = True
+        elif decision["action"] != heal.STOP:
+            self.nodes = list(decision["nodes"])
+        record = self.incident.make_record(now_iso(), fault, decision, last_iteration, resumed_step, converted)
+        self.incident.append(self.config["incident_file"], record)
+        self.history.append(record)
+        if decision["action"] == heal.STOP:
+            self.stopped = True
+            self.write_metrics()
+            return record
+        if decision.get("wait_s"):
+            self.sleep(float(decision["wait_s"]))
+        self.relaunch(overrides, resumed_step, clock)
+        self.write_metrics()
+        return record
+
+    def relaunch(self, overrides: Dict[str, Any], resumed_step: Optional[int], clock: float) -> None:
+        """train.yml again, on the nodes kept: the validation and preflight gate, the job files,
+        the launch. --universal-checkpoint rides along only for the first launch after a conversion
+        (later saves are ordinary tags again, read through `latest`)."""
+        inventory = write_inventory(self.config, self.nodes, self.spares)
+        extra = dict(overrides)
+        if self.universal:
+            extra["megatron_job_extra_args"] = list(self.config["spec"].get("megatron_job_extra_args") or []) + [
+                "--universal-checkpoint"]
+            self.universal = False
+        path = os.path.join(os.path.dirname(self.config["incident_file"]), "supervisor-overrides.json")
+        with open(path, "w") as handle:
+            json.dump(extra, handle, sort_keys=True)
+        proc = self.run(fill(self.config["relaunch_command"], overrides=path, inventory=inventory,
+                             nodes=",".join(self.nodes)),
+                        capture_output=True, text=True, check=False)
+        self.log_offset = self._record_offset()
+        self.progress = Progress()
+        self.pending_resume = {"step": resumed_step, "clock": clock}
+        if proc.returncode != 0:
+            record = {"at": now_iso(), "fault": "relaunch_failed", "kind": "node", "nodes": [], "action": self.heal.STOP,
+                      "reason": "the relaunch command failed (rc %d): %s" % (proc.returncode, (proc.stdout + proc.stderr)[-400:]),
+                      "iterations_lost": 0}
+            self.incident.append(self.config["incident_file"], record)
+            self.history.append(record)
+            self.stopped = True
+
+
+# ------------------------------------------------------------------------------------------------
+# Alertmanager webhook
+# ------------------------------------------------------------------------------------------------
+def serve_webhook(supervisor: Supervisor, host: str, port: int, wake: threading.Event) -> HTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            if self.path.rstrip("/") != "/alerts":
+                self.send_error(404, "POST Alertmanager's webhook to /alerts")
+                return
+            length = int(self.headers.get("Content-Length") or 0)
+            try:
+                payload = json.loads(self.rfile.read(min(length, 1 << 20)) or b"{}")
+            except ValueError:
+                self.send_error(400, "not JSON")
+                return
+            got = supervisor.add_alerts(payload if isinstance(payload, dict) else {})
+            if got:
+                wake.set()
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"ok\n")
+
+        def log_message(self, *args: Any) -> None:  # keep the journal for incidents
+            return
+
+    server = HTTPServer((host, port), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    return server
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--once", action="store_true", help="one poll, print the observation's outcome, exit")
+    args = parser.parse_args(argv)
+    with open(args.config) as handle:
+        config = json.load(handle)
+    _lib(config)
+    supervisor = Supervisor(config)
+    wake = threading.Event()
+    if config.get("listen_port") and not args.once:
+        serve_webhook(supervisor, config.get("listen_address", "127.0.0.1"), int(config["listen_port"]), wake)
+    while True:
+        record = supervisor.poll()
+        if record is not None:
+            print(json.dumps(record, sort_keys=True), flush=True)
+        if args.once:
+            return 0
+        wake.wait(float(config.get("poll_interval", 15)))
+        wake.clear()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,233 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, megatron_ds.cluster developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""roles/supervisor/files/megatron_supervisor.py: one poll of the loop per fault, against a real
+log file, real checkpoint tags on disk and a fake cluster (ssh answers and the commands run)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import pathlib
+import subprocess
+import zipfile
+from typing import Any, Dict, List, Optional
+
+import pytest
+
+SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "roles" / "supervisor" / "files" / "megatron_supervisor.py"
+SPEC = importlib.util.spec_from_file_location("megatron_supervisor", str(SCRIPT))
+sup = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(sup)  # type: ignore[union-attr]
+
+NODES = ["node1", "node2", "node3"]
+JOB_SPEC = {
+    "megatron_job_stack_profile": "cpu", "megatron_job_gpus_per_node": 2, "megatron_job_tensor_parallel": 1,
+    "megatron_job_pipeline_parallel": 1, "megatron_job_zero_stage": 1, "megatron_job_precision": "fp32",
+    "megatron_job_num_layers": 2, "megatron_job_hidden_size": 64, "megatron_job_num_attention_heads": 4,
+    "megatron_job_seq_length": 128, "megatron_job_max_position_embeddings": 128,
+    "megatron_job_micro_batch_size": 1, "megatron_job_global_batch_size": 12,
+}
+
+
+class FakeShell:
+    """ssh answers: node -> list of rank states, or None (unreachable)."""
+
+    def __init__(self, ranks: Dict[str, Optional[List[str]]]) -> None:
+        self.states = ranks
+        self.signals: List[tuple] = []
+
+    def ranks(self, node: str, pattern: str) -> Optional[List[str]]:
+        if self.signals and any(s[2] in ("TERM", "KILL") for s in self.signals) and self.states.get(node) is not None:
+            return []
+        return self.states.get(node)
+
+    def signal(self, node: str, pattern: str, sig: str) -> None:
+        self.signals.append((node, pattern, sig))
+
+    def run(self, node: str, command: str) -> subprocess.CompletedProcess:
+        return subprocess.CompletedProcess([], 255 if self.states.get(node) is None else 0, "", "")
+
+
+class FakeRun:
+    def __init__(self, rc: int = 0) -> None:
+        self.calls: List[List[str]] = []
+        self.rc = rc
+
+    def __call__(self, argv: List[str], **kwargs: Any) -> subprocess.CompletedProcess:
+        self.calls.append(list(argv))
+        return subprocess.CompletedProcess(argv, self.rc, "", "")
+
+
+def _pt(path: pathlib.Path, size: int = 64) -> None:
+    with zipfile.ZipFile(str(path), "w", zipfile.ZIP_STORED) as archive:
+        archive.writestr("archive/data.pkl", b"x" * size)
+
+
+def _tag(ckpt: pathlib.Path, step: int, dp: int = 6, broken: bool = False) -> None:
+    tag = ckpt / ("global_step%d" % step)
+    tag.mkdir(parents=True)
+    _pt(tag / "mp_rank_00_model_states.pt")
+    for rank in range(dp):
+        if broken and rank == dp - 1:
+            (tag / ("zero_pp_rank_%d_mp_rank_00_optim_states.pt" % rank)).write_bytes(b"")
+            continue
+        _pt(tag / ("zero_pp_rank_%d_mp_rank_00_optim_states.pt" % rank))
+    (ckpt / "latest").write_text("global_step%d" % step)
+
+
+def _setup(tmp_path: pathlib.Path, steps: List[str], tags: List[tuple], history: Optional[List[dict]] = None,
+           policy: Optional[dict] = None) -> Dict[str, Any]:
+    log = tmp_path / "train.log"
+    lines = ["=== megatron_launch 2026-12-01T06:00:00Z: start burnin_gpt.py /w/burnin.sh"]
+    for index, loss in enumerate(steps, 1):
+        lines.append("BURNIN step=%d loss=%s step_time=0.500s tokens_per_s_per_rank=100.0" % (index, loss))
+    log.write_text("\n".join(lines) + "\n")
+    record = tmp_path / "launch.json"
+    record.write_text(json.dumps({"log_offset": 0}))
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    for step, broken in tags:
+        _tag(ckpt, step, broken=broken)
+    incidents = tmp_path / "incidents.jsonl"
+    for rec in history or []:
+        sup_incident().append(str(incidents), rec)
+    (tmp_path / "textfile").mkdir()
+    return {
+        "job": "sim-gpt", "nodes": list(NODES), "spares": [], "head": "node1", "gpus_per_node": 2,
+        "rank_pattern": "burnin_gpt.py", "log_file": str(log), "record_file": str(record),
+        "checkpoint_dir": str(ckpt), "python": "/venv/bin/python", "incident_file": str(incidents),
+        "textfile_dir": str(tmp_path / "textfile"), "spec": dict(JOB_SPEC), "policy": policy or {},
+        "inventory_vars": {"megatron_job_name": "sim-gpt"}, "inventory_hosts": {n: {"ansible_host": n} for n in NODES},
+        "relaunch_command": ["ansible-playbook", "-i", "{inventory}", "train.yml", "-e", "@{overrides}"],
+        "stop_timeout": 10,
+    }
+
+
+def sup_incident():
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils import _incident
+    return _incident
+
+
+HEALTHY = {n: ["Sl", "Sl"] for n in NODES}
+
+
+def _poll(config: Dict[str, Any], shell: FakeShell, run: FakeRun, clock: float = 100.0):
+    sleeps: List[float] = []
+    supervisor = sup.Supervisor(config, shell=shell, run=run, sleep=sleeps.append, clock=lambda: clock)
+    return supervisor, supervisor.poll(), sleeps
+
+
+def _inventory(config: Dict[str, Any]) -> Dict[str, Any]:
+    with open(str(pathlib.Path(config["incident_file"]).parent / "supervisor-inventory.json")) as handle:
+        return json.load(handle)
+
+
+def _overrides(config: Dict[str, Any]) -> Dict[str, Any]:
+    with open(str(pathlib.Path(config["incident_file"]).parent / "supervisor-overrides.json")) as handle:
+        return json.load(handle)
+
+
+def test_healthy_job_is_left_alone(tmp_path):
+    config = _setup(tmp_path, ["5.0", "4.9"], [(10, False)])
+    shell, run = FakeShell(HEALTHY), FakeRun()
+    _, record, _ = _poll(config, shell, run)
+    assert record is None and run.calls == [] and shell.signals == []
+    assert 'megatron_supervisor_up{job="sim-gpt"} 1' in (tmp_path / "textfile" / "megatron_supervisor.prom").read_text()
+
+
+def test_node_loss_excludes_replans_converts_and_relaunches(tmp_path):
+    config = _setup(tmp_path, ["5.0"] * 14, [(10, False)])
+    shell, run = FakeShell(dict(HEALTHY, node3=None)), FakeRun()
+    supervisor, record, _ = _poll(config, shell, run)
+    assert (record["fault"], record["action"], record["removed"]) == ("node_unreachable", "exclude", ["node3"])
+    assert (record["iteration"], record["resumed_step"], record["iterations_lost"]) == (14, 10, 4)
+    assert "DP 4, micro 1 x accumulation 3" in record["reason"]
+    # ZeRO-1 and DP 6 -> 4: DeepSpeed's universal checkpoint first, then train.yml with --universal-checkpoint
+    assert run.calls[0][1:4] == ["-m", "deepspeed.checkpoint.ds_to_universal", "--input_folder"]
+    assert record["converted"] == "global_step10_universal"
+    assert run.calls[1][0] == "ansible-playbook"
+    inventory = _inventory(config)["all"]["children"]
+    assert list(inventory["megatron_nodes"]["hosts"]) == ["node1", "node2"]
+    assert list(inventory["megatron_excluded"]["hosts"]) == ["node3"]
+    assert _overrides(config)["megatron_job_extra_args"] == ["--universal-checkpoint"]
+    # ranks were stopped on the reachable nodes only
+    assert {s[0] for s in shell.signals} == {"node1", "node2"}
+    assert supervisor.nodes == ["node1", "node2"]
+
+
+def test_rank_exit_without_culprit_retries_same_nodes_after_backoff(tmp_path):
+    config = _setup(tmp_path, ["5.0"] * 12, [(10, False)])
+    shell, run = FakeShell(dict(HEALTHY, node2=["Sl"])), FakeRun()
+    _, record, sleeps = _poll(config, shell, run)
+    assert (record["fault"], record["kind"], record["action"]) == ("rank_exited", "transient", "retry")
+    assert 30.0 in sleeps
+    assert len(run.calls) == 1 and run.calls[0][0] == "ansible-playbook"  # no conversion: same DP
+    assert list(_inventory(config)["all"]["children"]["megatron_nodes"]["hosts"]) == NODES
+    assert "megatron_job_extra_args" not in _overrides(config)
+
+
+def test_nan_rolls_back_to_the_tag_before_it(tmp_path):
+    config = _setup(tmp_path, ["5.0"] * 11 + ["nan"], [(5, False), (10, False), (12, False)])
+    shell, run = FakeShell(HEALTHY), FakeRun()
+    _, record, _ = _poll(config, shell, run)
+    assert (record["fault"], record["action"], record["resumed_step"]) == ("nonfinite_loss", "rollback", 10)
+    assert (tmp_path / "ckpt" / "latest").read_text() == "global_step10"
+
+
+def test_damaged_newest_tag_falls_back_to_the_previous_one(tmp_path):
+    config = _setup(tmp_path, ["5.0"] * 12, [(5, False), (10, True)])
+    shell, run = FakeShell(dict(HEALTHY, node2=None)), FakeRun()
+    _, record, _ = _poll(config, shell, run)
+    assert record["resumed_step"] == 5 and record["converted"] == "global_step5_universal"
+    assert (tmp_path / "ckpt" / "latest").read_text() == "global_step5"
+
+
+def test_retries_exhausted_stops_and_alerts(tmp_path):
+    history = [{"fault": "stall", "kind": "transient", "nodes": [], "action": "retry"}] * 3
+    config = _setup(tmp_path, ["5.0"] * 3, [(2, False)], history=history)
+    shell, run = FakeShell(dict(HEALTHY, node1=["Sl"])), FakeRun()
+    supervisor, record, _ = _poll(config, shell, run)
+    assert record["action"] == "stop" and run.calls == []
+    assert 'megatron_supervisor_stopped{job="sim-gpt"} 1' in (tmp_path / "textfile" / "megatron_supervisor.prom").read_text()
+    assert supervisor.poll() is None  # stopped: it no longer acts
+
+
+def test_stall_with_a_stopped_rank_blames_its_node(tmp_path):
+    config = _setup(tmp_path, ["5.0"] * 3, [(2, False)], policy={"stall_min": 60, "save_allowance": 0})
+    shell, run = FakeShell(dict(HEALTHY, node2=["Sl", "Tl"])), FakeRun()
+    supervisor = sup.Supervisor(config, shell=shell, run=run, sleep=lambda s: None, clock=lambda: 0.0)
+    assert supervisor.poll() is None  # progress seen at t=0
+    supervisor.clock = lambda: 61.0
+    record = supervisor.poll()
+    assert (record["fault"], record["kind"], record["removed"]) == ("stall", "node", ["node2"])
+    assert ("node2", "burnin_gpt.py", "CONT") in shell.signals
+
+
+def test_replan_refusal_stops(tmp_path):
+    config = _setup(tmp_path, ["5.0"] * 3, [(2, False)])
+    config["spec"] = dict(JOB_SPEC, megatron_job_global_batch_size=6)
+    shell, run = FakeShell(dict(HEALTHY, node3=None)), FakeRun()
+    _, record, _ = _poll(config, shell, run)
+    assert record["action"] == "stop" and "re-plan refused: global batch 6" in record["reason"]
+    assert run.calls == []
+
+
+@pytest.mark.parametrize("payload, expected", [
+    ({"alerts": [{"status": "firing", "labels": {"alertname": "MegatronNodeDown", "instance": "node3:9100"}}]},
+     [{"alertname": "MegatronNodeDown", "node": "node3"}]),
+    ({"alerts": [{"status": "resolved", "labels": {"alertname": "MegatronNodeDown", "instance": "node3:9100"}}]}, []),
+    ({}, []),
+])
+def test_webhook_alerts(tmp_path, payload, expected):
+    config = _setup(tmp_path, [], [])
+    supervisor = sup.Supervisor(config, shell=FakeShell(HEALTHY), run=FakeRun())
+    supervisor.add_alerts(payload)
+    assert supervisor.alerts == expected
+
+
+@pytest.mark.parametrize("argv, values, expected", [
+    (["a", "{x}", "-e", "@{y}"], {"x": 1, "y": "/p"}, ["a", "1", "-e", "@/p"]),
+    (["{missing}"], {}, ["{missing}"]),
+])
+def test_fill(argv, values, expected):
+    assert sup.fill(argv, **values) == expected
