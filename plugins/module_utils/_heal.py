@@ -110,14 +110,16 @@ def classify(observation: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
       bad_nodes: {node: reason}   nodes the culprit checks (facts: Xid/ECC, burn-in probe) failed
       exited: {node: rc}          nodes where a rank exited (or the launcher reported it)
       stalled_for: seconds        since the last new iteration; stall_timeout: the limit
-      stopped_ranks: {node: n}    ranks in state T (stopped) or D per node: where a hang sits
+      stopped_ranks: {node: n}    ranks in state T (stopped) or D per node: the suspects of a stall
       nonfinite_iteration: int    the first iteration whose loss/grad norm was NaN/inf
       save_failed: str            the log line of a failed save
       finished: bool              the launcher exited 0 (the job is done, not failed)
 
     Order: a finished job is no fault; NaN/inf first (a node check cannot fix it), then node
-    unreachable, then the others. A node named by ``bad_nodes`` (or holding stopped ranks, for a
-    stall) turns the fault into a node fault on that node; otherwise it is transient.
+    unreachable, then the others. A node named by ``bad_nodes`` turns the fault into a node fault
+    on that node; otherwise it is transient, with the nodes it points at (the nodes whose ranks
+    exited first, the nodes holding stopped ranks) as suspects: decide() makes a suspect blamed
+    ``node_fault_after`` times a node fault.
     """
     obs = dict(observation or {})
     if obs.get("finished"):
@@ -140,17 +142,17 @@ def classify(observation: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
         exited = dict(obs["exited"])
         fault = RANK_EXITED
         evidence = "rank(s) exited on %s" % ", ".join("%s (rc %s)" % (n, exited[n]) for n in sorted(exited))
-        suspects = sorted(exited)
+        suspects = sorted(n for n in exited if n != "*")  # "*": every node, none went first
     elif obs.get("stalled_for") is not None and obs.get("stall_timeout") is not None \
             and float(obs["stalled_for"]) >= float(obs["stall_timeout"]):
         fault = STALL
         evidence = "no new iteration for %.0f s (limit %.0f s)" % (float(obs["stalled_for"]), float(obs["stall_timeout"]))
+        # Ranks stopped (T) or stuck in the kernel (D) point at their node, but a stop can be
+        # a person's debugger: a suspect (node fault when blamed again), not yet a bad node.
         stopped = {n: c for n, c in (obs.get("stopped_ranks") or {}).items() if c}
         suspects = sorted(stopped)
         if stopped:
             evidence += "; stopped ranks on %s" % ", ".join(sorted(stopped))
-            for node in stopped:
-                bad.setdefault(node, "%d rank(s) stopped (state T/D) while the job stalled" % stopped[node])
     if fault is None:
         if bad:
             fault, evidence = RANK_EXITED, "node check failed"

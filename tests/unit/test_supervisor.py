@@ -199,8 +199,14 @@ def test_stall_with_a_stopped_rank_blames_its_node(tmp_path):
     assert supervisor.poll() is None  # progress seen at t=0
     supervisor.clock = lambda: 61.0
     record = supervisor.poll()
-    assert (record["fault"], record["kind"], record["removed"]) == ("stall", "node", ["node2"])
+    # first time: a suspect, retried on the same nodes; blamed again (node_fault_after 2): excluded
+    assert (record["fault"], record["kind"], record["action"], record["nodes"]) == ("stall", "transient", "retry", ["node2"])
     assert ("node2", "burnin_gpt.py", "CONT") in shell.signals
+    shell.signals = []
+    assert supervisor.poll() is None  # the relaunched job's log: progress seen at t=61
+    supervisor.clock = lambda: 130.0
+    record = supervisor.poll()
+    assert (record["fault"], record["action"], record["removed"]) == ("stall", "exclude", ["node2"])
 
 
 def test_replan_refusal_stops(tmp_path):

@@ -126,7 +126,10 @@ class Shell:
         self.timeout = int(config.get("ssh_timeout", 30))
 
     def run(self, node: str, command: str) -> subprocess.CompletedProcess:
-        argv = self.ssh + [self.addresses.get(node, node), command]
+        address = self.addresses.get(node, node)
+        # A transport with {node} in it (e.g. docker exec {node} sh -c) takes the command last.
+        argv = fill(self.ssh, node=address) + [command] if any("{node}" in a for a in self.ssh) \
+            else self.ssh + [address, command]
         try:
             return subprocess.run(argv, capture_output=True, text=True, timeout=self.timeout, check=False)
         except subprocess.TimeoutExpired:
@@ -141,6 +144,25 @@ class Shell:
 
     def signal(self, node: str, pattern: str, sig: str) -> None:
         self.run(node, "pkill -%s -f %s; true" % (sig, shlex.quote(pattern)))
+
+
+def launcher_alive(config: Mapping[str, Any]) -> bool:
+    """Whether the launcher of the launch record (train.yml's wrapper shell on this head node) lives;
+    True when the record names none (then only its exit line in the log counts)."""
+    try:
+        with open(config["record_file"]) as handle:
+            pid = int(json.load(handle).get("pid") or 0)
+    except (OSError, ValueError, TypeError):
+        return True
+    if pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def observe(config: Mapping[str, Any], shell: Shell, progress: Progress, alerts: Sequence[Mapping[str, Any]],
@@ -173,9 +195,16 @@ def observe(config: Mapping[str, Any], shell: Shell, progress: Progress, alerts:
         if node in config["nodes"] and shell.run(node, "true").returncode == 255:
             obs["unreachable"].append(node)
     if summary.get("started"):
+        # Nodes short of ranks. When some nodes still run theirs, the short ones are where the
+        # failure started (the others follow once their collectives fail): they are the suspects.
+        # When every node is short, nothing says which went first: no suspect.
         short = [n for n, c in counts.items() if c < expected]
-        if short and (len(short) < len(counts) or summary.get("launcher_rc") not in (None, 0)):
+        if short and len(short) < len(counts):
             obs["exited"] = {n: summary.get("launcher_rc") for n in short}
+        elif short and (summary.get("launcher_rc") not in (None, 0)
+                        or (summary.get("launcher_rc") is None and not launcher_alive(config))):
+            # Every rank gone and the launcher failed (or died before it could say): no suspect.
+            obs["exited"] = {"*": summary.get("launcher_rc")}
     if progress.iteration is not None or summary.get("started"):
         obs["stalled_for"] = clock - (progress.at if progress.at is not None else clock)
         obs["stall_timeout"] = _heal.stall_timeout(progress.times, config.get("policy"))

@@ -70,7 +70,7 @@ def test_stall_timeout(times, overrides, expected):
     ({"nonfinite_iteration": 12, "unreachable": ["node3"]}, "nonfinite_loss", ROLLBACK, []),
     ({"stalled_for": 100, "stall_timeout": 320}, None, None, None),
     ({"stalled_for": 400, "stall_timeout": 320}, "stall", TRANSIENT, []),
-    ({"stalled_for": 400, "stall_timeout": 320, "stopped_ranks": {"node2": 1, "node1": 0}}, "stall", NODE, ["node2"]),
+    ({"stalled_for": 400, "stall_timeout": 320, "stopped_ranks": {"node2": 1, "node1": 0}}, "stall", TRANSIENT, ["node2"]),
     ({"save_failed": "OSError: [Errno 28] No space left on device"}, "save_failed", TRANSIENT, []),
     ({"bad_nodes": {"node1": "Xid 79"}}, "rank_exited", NODE, ["node1"]),
 ])
