@@ -207,9 +207,11 @@ def decide(fault: Mapping[str, Any], history: Sequence[Mapping[str, Any]], pol: 
                 out["reason"] = ("%s: %d retries on the same nodes did not hold (max_retries %s): stop and alert"
                                  % (fault.get("fault"), attempt - 1, pol["max_retries"]))
                 return out
+            blame = ("suspect %s, blamed fewer than node_fault_after %s times" % (", ".join(suspects), pol["node_fault_after"])
+                     if suspects else "no node to blame")
             out.update(action=RETRY, wait_s=backoff(attempt, pol),
-                       reason="%s, no node to blame: retry %d of %s on the same nodes" % (
-                           fault.get("fault"), attempt, pol["max_retries"]))
+                       reason="%s, %s: retry %d of %s on the same nodes" % (
+                           fault.get("fault"), blame, attempt, pol["max_retries"]))
             return out
         suspects = repeat
     elif kind != NODE:

@@ -237,3 +237,14 @@ def test_webhook_alerts(tmp_path, payload, expected):
 ])
 def test_fill(argv, values, expected):
     assert sup.fill(argv, **values) == expected
+
+
+def test_excluded_node_is_not_watched_and_a_restart_keeps_the_nodes(tmp_path):
+    config = _setup(tmp_path, ["5.0"] * 14, [(10, False)])
+    shell, run = FakeShell(dict(HEALTHY, node3=None)), FakeRun()
+    supervisor, record, _ = _poll(config, shell, run)
+    assert record["action"] == "exclude"
+    shell.signals = []
+    assert supervisor.poll() is None  # node3 is still down, but no longer the job's
+    restarted = sup.Supervisor(config, shell=shell, run=run)
+    assert restarted.nodes == ["node1", "node2"]

@@ -146,16 +146,27 @@ class Shell:
         self.run(node, "pkill -%s -f %s; true" % (sig, shlex.quote(pattern)))
 
 
-def launcher_alive(config: Mapping[str, Any]) -> bool:
-    """Whether the launcher of the launch record (train.yml's wrapper shell on this head node) lives;
-    True when the record names none (then only its exit line in the log counts)."""
+def _record_pid(config: Mapping[str, Any]) -> int:
     try:
         with open(config["record_file"]) as handle:
-            pid = int(json.load(handle).get("pid") or 0)
+            return int(json.load(handle).get("pid") or 0)
     except (OSError, ValueError, TypeError):
-        return True
+        return 0
+
+
+def launcher_alive(config: Mapping[str, Any]) -> bool:
+    """Whether the launcher of the launch record (train.yml's wrapper shell on this head node) lives;
+    True when the record names none (then only its exit line in the log counts). A zombie counts
+    as gone."""
+    pid = _record_pid(config)
     if pid <= 0:
         return True
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            if handle.read().rsplit(")", 1)[-1].split()[0] == "Z":
+                return False
+    except (OSError, IndexError):
+        pass
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -166,8 +177,10 @@ def launcher_alive(config: Mapping[str, Any]) -> bool:
 
 
 def observe(config: Mapping[str, Any], shell: Shell, progress: Progress, alerts: Sequence[Mapping[str, Any]],
-            clock: float, log_offset: int) -> Dict[str, Any]:
-    """One observation of the job for _heal.classify."""
+            clock: float, log_offset: int, nodes: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+    """One observation of the job on ``nodes`` (the job's nodes now; default the configured ones)
+    for _heal.classify."""
+    nodes = list(nodes if nodes is not None else config["nodes"])
     from ansible_collections.megatron_ds.cluster.plugins.module_utils import _heal, _launch
 
     lines: List[str] = []
@@ -182,7 +195,7 @@ def observe(config: Mapping[str, Any], shell: Shell, progress: Progress, alerts:
     expected = int(config["gpus_per_node"])
     down_alerts = {a.get("node") for a in alerts if a.get("alertname") == _NODE_DOWN}
     counts = {}
-    for node in config["nodes"]:
+    for node in nodes:
         states = shell.ranks(node, config["rank_pattern"])
         if states is None:
             obs["unreachable"].append(node)
@@ -192,14 +205,16 @@ def observe(config: Mapping[str, Any], shell: Shell, progress: Progress, alerts:
         if stuck:
             obs["stopped_ranks"][node] = stuck
     for node in down_alerts - set(obs["unreachable"]) - {None}:
-        if node in config["nodes"] and shell.run(node, "true").returncode == 255:
+        if node in nodes and shell.run(node, "true").returncode == 255:
             obs["unreachable"].append(node)
     if summary.get("started"):
         # Nodes short of ranks. When some nodes still run theirs, the short ones are where the
         # failure started (the others follow once their collectives fail): they are the suspects.
         # When every node is short, nothing says which went first: no suspect.
         short = [n for n, c in counts.items() if c < expected]
-        if short and len(short) < len(counts):
+        # Before this launch's first iteration, ranks come up at different times: no verdict
+        # from the counts then (a launcher that fails, or the startup timeout, still counts).
+        if short and len(short) < len(counts) and progress.iteration is not None:
             obs["exited"] = {n: summary.get("launcher_rc") for n in short}
         elif short and (summary.get("launcher_rc") not in (None, 0)
                         or (summary.get("launcher_rc") is None and not launcher_alive(config))):
@@ -232,6 +247,23 @@ def stop_ranks(config: Mapping[str, Any], shell: Shell, nodes: Sequence[str], sl
         waited += 5.0
     for node in nodes:
         shell.signal(node, pattern, "KILL")
+    # The launcher too (train.yml starts it with setsid: its pid is its process group), and wait
+    # for it: a launcher that outlives the stop would append its exit line to the next launch's log.
+    pid = _record_pid(config)
+    for sig in (15, 9):
+        if not pid or not launcher_alive(config):
+            break
+        try:
+            os.killpg(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                break
+        for _ in range(20):
+            if not launcher_alive(config):
+                break
+            sleep(0.5)
 
 
 def culprits(config: Mapping[str, Any], shell: Shell, nodes: Sequence[str]) -> Dict[str, str]:
@@ -308,6 +340,11 @@ class Supervisor:
         self.nodes = list(config["nodes"])
         self.spares = list(config.get("spares") or [])
         self.history, _ = _incident.read(config["incident_file"])
+        # A restarted supervisor goes on with the nodes its last relaunch used.
+        for record in reversed(self.history):
+            if record.get("action") in (_heal.RETRY, _heal.REPLACE, _heal.EXCLUDE, _heal.ROLL_BACK) and record.get("job_nodes"):
+                self.nodes = list(record["job_nodes"])
+                break
         self.progress = Progress()
         self.alerts: List[Dict[str, Any]] = []
         self.lock = threading.Lock()
@@ -360,7 +397,7 @@ class Supervisor:
         with self.lock:
             alerts, self.alerts = self.alerts, []
         clock = self.clock()
-        obs = observe(self.config, self.shell, self.progress, alerts, clock, self.log_offset)
+        obs = observe(self.config, self.shell, self.progress, alerts, clock, self.log_offset, self.nodes)
         if self.pending_resume and self.progress.iteration is not None \
                 and self.progress.iteration > (self.pending_resume.get("step") or 0):
             self.incident.append(self.config["incident_file"], {
