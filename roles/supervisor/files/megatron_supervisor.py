@@ -198,6 +198,9 @@ def observe(config: Mapping[str, Any], shell: Shell, progress: Progress, alerts:
     for node in nodes:
         states = shell.ranks(node, config["rank_pattern"])
         if states is None:
+            # Asked twice: one ssh that times out on a loaded node must not cost the node its place.
+            states = shell.ranks(node, config["rank_pattern"])
+        if states is None:
             obs["unreachable"].append(node)
             continue
         counts[node] = len(states)
