@@ -10,12 +10,13 @@ SCENARIOS ?= $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/m
 SIM_NODES ?= 3
 
 .PHONY: help setup venv docker image demo sim-up sim-down test lint sanity units molecule \
-	molecule-% bench changelog clean
+	molecule-% chaos bench changelog clean
 
 help:
 	@echo "make demo   - set everything up, start $(SIM_NODES) simulated nodes, run site.yml and the burn-in on them, summarise"
 	@echo "make test   - every check: yamllint, ansible-lint, sanity, unit tests, molecule scenarios"
 	@echo "make setup  - Python venv, Docker engine and the offline node image only"
+	@echo "make chaos  - the supervisor's chaos test (rank kill, hang, node loss, damaged tag, NaN) on local CPU ranks"
 
 $(VENV)/.installed: requirements.txt requirements-test.txt
 	python3 -m venv $(VENV)
@@ -69,6 +70,10 @@ molecule-%: setup
 
 test: lint sanity units molecule
 	@echo "make test: all checks passed"
+
+# Not part of `make test`: 3-5 min of CPU ranks on a quiet 2-core machine (docs/benchmarks.md).
+chaos: venv
+	CHAOS_REPORT=$(CURDIR)/chaos-report.json $(BIN)/pytest -q -s -p no:cacheprovider tests/chaos
 
 bench: setup
 	$(PY) bench/site_rerun.py
