@@ -129,7 +129,9 @@ def _check_resume(cluster: Cluster, record: Dict[str, Any]) -> None:
     assert re.search(r"BURNIN resumed from \S+global_step%d(_universal)?\S* at step %d" % (step, step), text), step
     assert record["resumed_iteration"] > step
     # a rank that saved on the SIGTERM of the stop makes a tag newer than the last logged iteration
-    assert record["iterations_lost"] == max(0, (record["iteration"] or step) - step) <= SAVE_INTERVAL * 2
+    assert record["iterations_lost"] == max(0, (record["iteration"] or step) - step)
+    if record["action"] != "rollback":  # a rollback also drops the NaN iterations run before it was seen
+        assert record["iterations_lost"] <= SAVE_INTERVAL * 2
 
 
 def test_chaos(tmp_path):

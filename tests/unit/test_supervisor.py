@@ -130,7 +130,7 @@ def _overrides(config: Dict[str, Any]) -> Dict[str, Any]:
 def test_healthy_job_is_left_alone(tmp_path):
     config = _setup(tmp_path, ["5.0", "4.9"], [(10, False)])
     shell, run = FakeShell(HEALTHY), FakeRun()
-    _, record, _ = _poll(config, shell, run)
+    record = _poll(config, shell, run)[1]
     assert record is None and run.calls == [] and shell.signals == []
     assert 'megatron_supervisor_up{job="sim-gpt"} 1' in (tmp_path / "textfile" / "megatron_supervisor.prom").read_text()
 
@@ -138,7 +138,7 @@ def test_healthy_job_is_left_alone(tmp_path):
 def test_node_loss_excludes_replans_converts_and_relaunches(tmp_path):
     config = _setup(tmp_path, ["5.0"] * 14, [(10, False)])
     shell, run = FakeShell(dict(HEALTHY, node3=None)), FakeRun()
-    supervisor, record, _ = _poll(config, shell, run)
+    supervisor, record = _poll(config, shell, run)[:2]
     assert (record["fault"], record["action"], record["removed"]) == ("node_unreachable", "exclude", ["node3"])
     assert (record["iteration"], record["resumed_step"], record["iterations_lost"]) == (14, 10, 4)
     assert "DP 4, micro 1 x accumulation 3" in record["reason"]
@@ -158,7 +158,7 @@ def test_node_loss_excludes_replans_converts_and_relaunches(tmp_path):
 def test_rank_exit_without_culprit_retries_same_nodes_after_backoff(tmp_path):
     config = _setup(tmp_path, ["5.0"] * 12, [(10, False)])
     shell, run = FakeShell(dict(HEALTHY, node2=["Sl"])), FakeRun()
-    _, record, sleeps = _poll(config, shell, run)
+    record, sleeps = _poll(config, shell, run)[1:]
     assert (record["fault"], record["kind"], record["action"]) == ("rank_exited", "transient", "retry")
     assert 30.0 in sleeps
     assert len(run.calls) == 1 and run.calls[0][0] == "ansible-playbook"  # no conversion: same DP
@@ -169,7 +169,7 @@ def test_rank_exit_without_culprit_retries_same_nodes_after_backoff(tmp_path):
 def test_nan_rolls_back_to_the_tag_before_it(tmp_path):
     config = _setup(tmp_path, ["5.0"] * 11 + ["nan"], [(5, False), (10, False), (12, False)])
     shell, run = FakeShell(HEALTHY), FakeRun()
-    _, record, _ = _poll(config, shell, run)
+    record = _poll(config, shell, run)[1]
     assert (record["fault"], record["action"], record["resumed_step"]) == ("nonfinite_loss", "rollback", 10)
     assert (tmp_path / "ckpt" / "latest").read_text() == "global_step10"
 
@@ -177,7 +177,7 @@ def test_nan_rolls_back_to_the_tag_before_it(tmp_path):
 def test_damaged_newest_tag_falls_back_to_the_previous_one(tmp_path):
     config = _setup(tmp_path, ["5.0"] * 12, [(5, False), (10, True)])
     shell, run = FakeShell(dict(HEALTHY, node2=None)), FakeRun()
-    _, record, _ = _poll(config, shell, run)
+    record = _poll(config, shell, run)[1]
     assert record["resumed_step"] == 5 and record["converted"] == "global_step5_universal"
     assert (tmp_path / "ckpt" / "latest").read_text() == "global_step5"
 
@@ -186,7 +186,7 @@ def test_retries_exhausted_stops_and_alerts(tmp_path):
     history = [{"fault": "stall", "kind": "transient", "nodes": [], "action": "retry"}] * 3
     config = _setup(tmp_path, ["5.0"] * 3, [(2, False)], history=history)
     shell, run = FakeShell(dict(HEALTHY, node1=["Sl"])), FakeRun()
-    supervisor, record, _ = _poll(config, shell, run)
+    supervisor, record = _poll(config, shell, run)[:2]
     assert record["action"] == "stop" and run.calls == []
     assert 'megatron_supervisor_stopped{job="sim-gpt"} 1' in (tmp_path / "textfile" / "megatron_supervisor.prom").read_text()
     assert supervisor.poll() is None  # stopped: it no longer acts
@@ -213,7 +213,7 @@ def test_replan_refusal_stops(tmp_path):
     config = _setup(tmp_path, ["5.0"] * 3, [(2, False)])
     config["spec"] = dict(JOB_SPEC, megatron_job_global_batch_size=6)
     shell, run = FakeShell(dict(HEALTHY, node3=None)), FakeRun()
-    _, record, _ = _poll(config, shell, run)
+    record = _poll(config, shell, run)[1]
     assert record["action"] == "stop" and "re-plan refused: global batch 6" in record["reason"]
     assert run.calls == []
 
@@ -242,7 +242,7 @@ def test_fill(argv, values, expected):
 def test_excluded_node_is_not_watched_and_a_restart_keeps_the_nodes(tmp_path):
     config = _setup(tmp_path, ["5.0"] * 14, [(10, False)])
     shell, run = FakeShell(dict(HEALTHY, node3=None)), FakeRun()
-    supervisor, record, _ = _poll(config, shell, run)
+    supervisor, record = _poll(config, shell, run)[:2]
     assert record["action"] == "exclude"
     shell.signals = []
     assert supervisor.poll() is None  # node3 is still down, but no longer the job's

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, megatron_ds.cluster developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
@@ -33,7 +32,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import math
 import os
 import re
 import shlex
@@ -185,7 +183,7 @@ def observe(config: Mapping[str, Any], shell: Shell, progress: Progress, alerts:
 
     lines: List[str] = []
     if os.path.exists(config["log_file"]):
-        lines, _ = _launch.tail_text(config["log_file"], log_offset)
+        lines = _launch.tail_text(config["log_file"], log_offset)[0]
     summary = _launch.parse_log(lines)
     progress.update(summary, lines, clock)
     obs: Dict[str, Any] = {"unreachable": [], "exited": {}, "stopped_ranks": {}}
@@ -263,7 +261,7 @@ def stop_ranks(config: Mapping[str, Any], shell: Shell, nodes: Sequence[str], sl
                 os.kill(pid, sig)
             except (ProcessLookupError, PermissionError):
                 break
-        for _ in range(20):
+        for _wait in range(20):  # pylint: disable=unused-variable
             if not launcher_alive(config):
                 break
             sleep(0.5)
@@ -342,7 +340,7 @@ class Supervisor:
         self.run, self.sleep, self.clock = run, sleep, clock
         self.nodes = list(config["nodes"])
         self.spares = list(config.get("spares") or [])
-        self.history, _ = _incident.read(config["incident_file"])
+        self.history = _incident.read(config["incident_file"])[0]
         # A restarted supervisor goes on with the nodes its last relaunch used.
         for record in reversed(self.history):
             if record.get("action") in (_heal.RETRY, _heal.REPLACE, _heal.EXCLUDE, _heal.ROLL_BACK) and record.get("job_nodes"):
@@ -406,7 +404,7 @@ class Supervisor:
             self.incident.append(self.config["incident_file"], {
                 "event": self.incident.RESUMED, "at": now_iso(), "iteration": self.progress.iteration,
                 "seconds": round(clock - self.pending_resume["clock"], 1)})
-            self.history, _ = self.incident.read(self.config["incident_file"])
+            self.history = self.incident.read(self.config["incident_file"])[0]
             self.pending_resume = None
         fault = self.heal.classify(obs)
         self.write_metrics()
