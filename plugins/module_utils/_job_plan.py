@@ -12,7 +12,7 @@ memory), one with a warning above 90% of it is offered last.
 
 The step-time model (per optimizer step, one pipeline stage, no overlap assumed):
   matmul    model FLOPs per GPU (Megatron-DeepSpeed's count: 3 passes, 4 with recompute) over
-            the achieved rate R x m / (m + M0): R and M0 fitted on the H200 grid
+            the achieved rate R: R fitted on the H200 grid
             (docs/benchmarks.md); R scales with the GPU's measured (burn-in) or listed matmul rate;
   attention without flash attention, a cost per attention-score element (fitted, H200);
   elementwise the llama preset's unfused rotary and SwiGLU ops, a cost per s x b x h element
@@ -22,7 +22,9 @@ The step-time model (per optimizer step, one pipeline stage, no overlap assumed)
   DP        the gradient reduce (ZeRO 0-2: reduce-scatter + all-gather = one all-reduce of the
             16-bit gradients; ZeRO-3 1.5x for the parameter gathers) at the intra-node bus
             bandwidth when the DP group fits in a node, else the inter-node one;
-  bubble    the 1F1B schedule takes (m + PP - 1) micro-batch slots for m micro batches.
+  bubble    the 1F1B schedule takes (m + PP - 1) micro-batch slots for m micro batches;
+  other     a host launch floor per micro batch and layer, and a per-step cost per parameter
+            (the optimizer step), both fitted on H200.
 No Ansible imports: unit-tested alone.
 """
 from __future__ import annotations
@@ -45,13 +47,18 @@ GPUS: Dict[str, Dict[str, float]] = {
 }
 DEFAULT_INTERNODE_BUSBW_GBPS = 20.0
 
-# Calibration on the H200 grid (bench/gpu/h200_grid.json, 1.23B GPT, Megatron-DeepSpeed's own
-# TFLOP/s): 1/TFLOPs = 1/R + M0/(R m) through g1-m4 (398.6) and g1-m24 (463.8) gives R = 479.5
-# TFLOP/s and M0 = 0.81 micro batches; it then predicts g1-m8 435.3 (measured 432.8) and g1-m16
-# 456.3 (450.5, 454.7). R is 0.607 of the 790 TFLOP/s random-data matmul rate of that GPU.
+# Calibration on the H200 grid (bench/gpu/h200_grid.json, 1.23B GPT, grad-acc 4): the iteration
+# time is linear in the micro batch from micro 4 to 32, 36.4 ms per sample (g1-m8 to g1-m24:
+# 481 TFLOP/s of model FLOPs, 0.609 of the GPU's 790 TFLOP/s random-data matmul rate) plus 130
+# ms, of which about 40 are the optimizer step (Adam over 1.23B parameters, about 20 bytes read
+# and written each at 4.8 TB/s, plus the gradient norm: per parameter) and the rest 22.5 ms per
+# micro batch (0.94 ms per layer: launches, small kernels). Micro 1 (g1-m1, 584 ms) is slower than
+# that line: the host launches a micro batch no faster than 5.67 ms per layer.
 H200_MATMUL_TFLOPS = 790.0
-ACHIEVED_FRACTION = 479.5 / H200_MATMUL_TFLOPS
-MICRO_HALF = 0.81
+ACHIEVED_FRACTION = 481.0 / H200_MATMUL_TFLOPS
+STEP_SECONDS_PER_PARAM = 0.040 / 1229574144
+MICRO_SECONDS_PER_LAYER = 0.0225 / 24
+LAUNCH_FLOOR_SECONDS_PER_LAYER = (0.584 - 0.040) / 4 / 24
 # g1-m4-nf against g1-m4: 853 ms more per 16 samples of 24 layers, 16 x 2048 x 2048 scores each.
 UNFUSED_SCORE_SECONDS = 0.853 / (16 * 24 * 16 * 2048 * 2048)
 # g1-llama-m16 against g1-m16-b: 161 ms more per 64 samples of 24 layers, s x h = 2048 x 2048.
@@ -105,7 +112,8 @@ def hardware(gpu: Optional[str] = None, rates: Optional[Mapping[str, Any]] = Non
 
 def step_time(spec: Mapping[str, Any], derived: Mapping[str, Any], hw: Mapping[str, float],
               recompute: bool, nodes: int, gpus_per_node: int) -> Dict[str, float]:
-    """Seconds per optimizer step by part (matmul, attention, elementwise, tp, dp, bubble) and
+    """Seconds per optimizer step by part (matmul, attention, elementwise, tp, launch, bubble,
+    step, dp) and
     the total, for the busiest pipeline stage."""
     tp = derived["tensor_parallel"]
     pp = derived["pipeline_parallel"]
@@ -118,20 +126,25 @@ def step_time(spec: Mapping[str, Any], derived: Mapping[str, Any], hw: Mapping[s
     layers_stage = int(math.ceil(int(spec["num_layers"]) / float(pp)))
     tokens_micro = micro * seq
     flops_token = model_flops_per_token(spec, derived) * (4.0 / 3.0 if recompute else 1.0)
-    rate = hw["matmul_tflops"] * 1e12 * ACHIEVED_FRACTION * micro / (micro + MICRO_HALF)
+    rate = hw["matmul_tflops"] * 1e12 * ACHIEVED_FRACTION
     per_micro = {"matmul": tokens_micro * flops_token / (tp * pp) / rate}
+    scale = H200_MATMUL_TFLOPS / hw["matmul_tflops"]
     passes = 2.0 if recompute else 1.0  # the unfused ops run again in the recomputed forward
     scores = micro * heads * seq * seq * layers_stage / tp
     per_micro["attention"] = 0.0 if spec.get("use_flash_attn") else scores * UNFUSED_SCORE_SECONDS * (1 + 0.5 * (passes - 1))
-    scale = H200_MATMUL_TFLOPS / hw["matmul_tflops"]
     sbh = tokens_micro * hidden * layers_stage / tp
     per_micro["elementwise"] = sbh * LLAMA_ELEMENTWISE_SECONDS * scale if spec.get("model_preset") == "llama" else 0.0
     tp_bytes = 2.0 * tokens_micro * hidden * layers_stage * (6 if recompute else 4)
     per_micro["tp"] = allreduce_seconds(tp_bytes, tp, hw["nvlink_busbw_gbps"])
-    slot = sum(per_micro.values())
+    busy = sum(per_micro.values())
+    floor = LAUNCH_FLOOR_SECONDS_PER_LAYER * layers_stage * (4.0 / 3.0 if recompute else 1.0)
+    overhead = MICRO_SECONDS_PER_LAYER * layers_stage * (4.0 / 3.0 if recompute else 1.0)
+    per_micro["launch"] = max(overhead, floor - busy)
+    slot = busy + per_micro["launch"]
     parts = {key: value * grad_acc for key, value in per_micro.items()}
     parts["bubble"] = slot * (pp - 1)
     params_gpu = _job_memory.estimate_memory(spec, derived, {"stage": 1})["params_per_gpu"]
+    parts["step"] = STEP_SECONDS_PER_PARAM * params_gpu * scale
     volume = 2.0 * params_gpu * (1.5 if int(spec.get("zero_stage") or 0) == 3 else 1.0)
     inside = tp * dp <= gpus_per_node or nodes == 1
     parts["dp"] = allreduce_seconds(volume, dp, hw["nvlink_busbw_gbps"] if inside else hw["internode_busbw_gbps"])
@@ -273,13 +286,14 @@ def table(result: Mapping[str, Any], limit: int = 20) -> List[str]:
     """The ranked layouts as text lines (at most 160 columns)."""
     hw = result["hardware"]
     lines = ["%-4s %-24s %6s %11s %8s %9s %12s %6s  %s" % (
-        "rank", "layout", "accum", "memory GiB", "of GPU", "step s", "tokens/s", "MFU", "time: matmul/attn/elem/tp/dp/bubble s")]
+        "rank", "layout", "accum", "memory GiB", "of GPU", "step s", "tokens/s", "MFU", "time s: matmul/attn/elem/tp/dp/bubble/other")]
     for index, row in enumerate(result["layouts"][:limit], 1):
         parts = row["parts"]
         lines.append("%-4d %-24s %6d %11.1f %7.0f%%%s %9.2f %12s %5.1f%%  %s" % (
             index, describe(row), row["grad_acc"], row["memory_gib"], 100 * row["memory_fraction"],
             " " if row["fits"] else "!", row["step_s"], "{:,.0f}".format(row["tokens_per_s"]), 100 * row["mfu"],
-            "/".join("%.2f" % parts[k] for k in ("matmul", "attention", "elementwise", "tp", "dp", "bubble"))))
+            "/".join("%.2f" % v for v in [parts[k] for k in ("matmul", "attention", "elementwise", "tp", "dp", "bubble")]
+                     + [parts["launch"] + parts["step"]])))
     lines.append("%d valid layouts (! = above %d%% of %.1f GiB); rejected by the job rules: %s" % (
         len(result["layouts"]), int(100 * MEMORY_MARGIN), hw["memory_mib"] / 1024.0,
         ", ".join("%s %d" % (k, v) for k, v in sorted(result["rejected"].items(), key=lambda kv: -kv[1])) or "none"))
