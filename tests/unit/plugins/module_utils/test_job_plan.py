@@ -178,3 +178,30 @@ def test_table_fits_160_columns():
 def test_unknown_gpu_names_the_choices():
     with pytest.raises(_job_plan.JobError, match="A100-80GB"):
         _job_plan.hardware("V100")
+
+
+@pytest.mark.parametrize("kv_heads,status", [(None, None), (40, None), (8, "fail"), (7, "fail")])
+def test_grouped_query_attention_is_refused_at_the_pinned_checkout(kv_heads, status):
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_rules
+    spec = _job_spec.normalize({"num_key_value_heads": kv_heads, "model_preset": "llama"})
+    findings = [f for f in _job_rules.validate(spec, None, {"nodes": 8, "gpus_per_node": 8})
+                if "key_value" in f["check"] or "grouped" in f["check"]]
+    assert [f["status"] for f in findings] == ([status] if status else [])
+
+
+@pytest.mark.parametrize("preset,flags", [
+    ("gpt", []),
+    ("llama", ["--normalization", "rmsnorm", "--swiglu", "--use-rotary-position-embeddings", "--no-position-embedding",
+               "--disable-bias-linear", "--untie-embeddings-and-output-weights", "--attention-dropout", "0",
+               "--hidden-dropout", "0"]),
+])
+def test_preset_renders_and_reads_back(preset, flags):
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_args, _job_script
+    spec = _job_spec.normalize({"model_preset": preset, "stack_profile": "cu130", "nodes": 8})
+    args = _job_args.train_args(spec)
+    for flag in flags:
+        assert flag in args
+    text = "deepspeed pretrain_gpt.py " + " ".join(args)
+    back = _job_script.parse_train_script(text)["spec"]
+    assert back["model_preset"] == preset
+    assert not set(flags) & set(back["extra_args"]) - {"0"}
