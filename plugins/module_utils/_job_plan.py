@@ -17,6 +17,8 @@ The step-time model (per optimizer step, one pipeline stage, no overlap assumed)
   attention without flash attention, a cost per attention-score element (fitted, H200);
   elementwise the llama preset's unfused rotary and SwiGLU ops, a cost per s x b x h element
             and layer (fitted on g1-llama-m16 against g1-m16-b);
+  p2p       PP: the activations and their gradients between stages, inter-node when a stage
+            fills a node;
   TP        4 all-reduces of s b h 16-bit values per layer and micro batch (6 with recompute),
             at the intra-node all-reduce bus bandwidth: time = bytes x 2(t-1)/t / busbw;
   DP        the gradient reduce (ZeRO 0-2: reduce-scatter + all-gather = one all-reduce of the
@@ -131,11 +133,20 @@ def step_time(spec: Mapping[str, Any], derived: Mapping[str, Any], hw: Mapping[s
     scale = H200_MATMUL_TFLOPS / hw["matmul_tflops"]
     passes = 2.0 if recompute else 1.0  # the unfused ops run again in the recomputed forward
     scores = micro * heads * seq * seq * layers_stage / tp
-    per_micro["attention"] = 0.0 if spec.get("use_flash_attn") else scores * UNFUSED_SCORE_SECONDS * (1 + 0.5 * (passes - 1))
+    attention = scores * UNFUSED_SCORE_SECONDS * (1 + 0.5 * (passes - 1)) * scale
+    if spec.get("masked_softmax_fusion", True) is not False and not _job_memory._profile_unfuses_softmax(spec):
+        # Measured with the fp32 unfused softmax (cu130); the fused kernel moves 5 bytes per
+        # score element where that path moves 7 (the memory model's counts): scaled, not measured.
+        attention *= _job_memory.SCORE_BYTES_FUSED / _job_memory.SCORE_BYTES_UNFUSED
+    per_micro["attention"] = 0.0 if spec.get("use_flash_attn") else attention
     sbh = tokens_micro * hidden * layers_stage / tp
     per_micro["elementwise"] = sbh * LLAMA_ELEMENTWISE_SECONDS * scale if spec.get("model_preset") == "llama" else 0.0
     tp_bytes = 2.0 * tokens_micro * hidden * layers_stage * (6 if recompute else 4)
     per_micro["tp"] = allreduce_seconds(tp_bytes, tp, hw["nvlink_busbw_gbps"])
+    # Pipeline: each stage sends its micro batch's s b h 16-bit activations forward and their
+    # gradients back; across nodes when one stage fills a node.
+    link = hw["internode_busbw_gbps"] if tp * dp >= gpus_per_node and nodes > 1 else hw["nvlink_busbw_gbps"]
+    per_micro["p2p"] = 2.0 * 2.0 * tokens_micro * hidden / tp / (link * 1e9) if pp > 1 else 0.0
     busy = sum(per_micro.values())
     floor = LAUNCH_FLOOR_SECONDS_PER_LAYER * layers_stage * (4.0 / 3.0 if recompute else 1.0)
     overhead = MICRO_SECONDS_PER_LAYER * layers_stage * (4.0 / 3.0 if recompute else 1.0)
@@ -286,14 +297,14 @@ def table(result: Mapping[str, Any], limit: int = 20) -> List[str]:
     """The ranked layouts as text lines (at most 160 columns)."""
     hw = result["hardware"]
     lines = ["%-4s %-24s %6s %11s %8s %9s %12s %6s  %s" % (
-        "rank", "layout", "accum", "memory GiB", "of GPU", "step s", "tokens/s", "MFU", "time s: matmul/attn/elem/tp/dp/bubble/other")]
+        "rank", "layout", "accum", "memory GiB", "of GPU", "step s", "tokens/s", "MFU", "time s: matmul/attn/elem/tp+p2p/dp/bubble/other")]
     for index, row in enumerate(result["layouts"][:limit], 1):
         parts = row["parts"]
         lines.append("%-4d %-24s %6d %11.1f %7.0f%%%s %9.2f %12s %5.1f%%  %s" % (
             index, describe(row), row["grad_acc"], row["memory_gib"], 100 * row["memory_fraction"],
             " " if row["fits"] else "!", row["step_s"], "{:,.0f}".format(row["tokens_per_s"]), 100 * row["mfu"],
-            "/".join("%.2f" % v for v in [parts[k] for k in ("matmul", "attention", "elementwise", "tp", "dp", "bubble")]
-                     + [parts["launch"] + parts["step"]])))
+            "/".join("%.2f" % v for v in [parts[k] for k in ("matmul", "attention", "elementwise")]
+                     + [parts["tp"] + parts["p2p"]] + [parts[k] for k in ("dp", "bubble")] + [parts["launch"] + parts["step"]])))
     lines.append("%d valid layouts (! = above %d%% of %.1f GiB); rejected by the job rules: %s" % (
         len(result["layouts"]), int(100 * MEMORY_MARGIN), hw["memory_mib"] / 1024.0,
         ", ".join("%s %d" % (k, v) for k, v in sorted(result["rejected"].items(), key=lambda kv: -kv[1])) or "none"))

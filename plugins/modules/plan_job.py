@@ -38,9 +38,8 @@ options:
     description: Memory of one GPU in MiB. Default is gathered C(gpu_stack_facts), else the O(gpu)'s listed memory.
     type: int
   gpu:
-    description: The GPU model, for its listed peak and matmul rate and memory.
+    description: The GPU model (H200, H100, A100-80GB or A100-40GB), for its listed peak, matmul rate and memory.
     type: str
-    choices: [H200, H100, A100-80GB, A100-40GB]
     default: H200
   matmul_tflops:
     description: The measured dense bf16 matmul rate of one GPU (bench/gpu/matmul.py), replacing the listed one.

@@ -56,8 +56,8 @@ def test_memory_estimate_within_10_percent_of_max_reserved(row):
     estimate = _job_memory.estimate_memory(spec, derived, _zero(spec), "0.19.6",
                                            "full" if spec["activation_checkpointing"] else None)
     error = estimate["total"] / GIB / row["max_reserved_gib"] - 1.0
-    assert abs(error) <= 0.10, "%s: estimate %.1f GiB, measured %.1f" % (row["name"], estimate["total"] / GIB,
-                                                                         row["max_reserved_gib"])
+    message = "%s: estimate %.1f GiB, measured %.1f" % (row["name"], estimate["total"] / GIB, row["max_reserved_gib"])
+    assert abs(error) <= 0.10, message
 
 
 def test_memory_estimate_fails_the_layout_that_ran_out_of_memory():
@@ -74,8 +74,8 @@ def test_step_time_within_10_percent_of_the_measured_iteration(row):
     recompute = spec["activation_checkpointing"]
     parts = _job_plan.step_time(spec, derived, _job_plan.hardware("H200"), recompute, 1, 1)
     error = parts["total"] * 1000.0 / row["ms_per_iteration"] - 1.0
-    assert abs(error) <= 0.10, "%s: predicted %.0f ms, measured %.0f" % (row["name"], parts["total"] * 1000,
-                                                                        row["ms_per_iteration"])
+    message = "%s: predicted %.0f ms, measured %.0f" % (row["name"], parts["total"] * 1000, row["ms_per_iteration"])
+    assert abs(error) <= 0.10, message
 
 
 @pytest.mark.parametrize("nbytes,ranks,busbw,expected", [
