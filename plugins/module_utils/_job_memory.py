@@ -106,7 +106,7 @@ def estimate_memory(
     holds after tensor and pipeline sharding (P_gpu: the first stage's layers / TP, plus the
     word embeddings / TP and the position embeddings), with ZeRO sharding over the data
     parallel group N = DP. Mixed precision:
-      ZeRO-0  20 P_gpu (16-bit params and grads, fp32 grads, fp32 master, Adam m and v)
+      ZeRO-0  16 P_gpu (16-bit params and grads, fp32 master, Adam m and v: ZERO0_MIXED_BYTES)
       ZeRO-1  4 P_gpu + 16 P_gpu / N            (offloaded optimizer: 4 P_gpu)
       ZeRO-2  2 P_gpu + 18 P_gpu / N            (DeepSpeed < 0.14.3 printed 4P + 16P/N;
                                                  offloaded optimizer: 2 P_gpu)
@@ -114,14 +114,19 @@ def estimate_memory(
               4 L + 2 P_gpu / N; offloaded parameters too: 4 L)
     fp32 training uses 4-byte params and grads and no master copy.
     Activations per layer and micro batch (Korthikanti et al. 2022, "Reducing Activation
-    Recomputation in Large Transformer Models", 16-bit): s b h (10 + 24/t + 5 a s / (h t)),
-    with sequence parallelism s b h (34 + 5 a s / h) / t; flash attention or selective
-    recomputation drop the 5 a s / h term (no s x s scores kept); full recomputation keeps
-    2 s b h per layer plus one layer's full activations. The first stage keeps
+    Recomputation in Large Transformer Models", 16-bit): s b h (10 + (8 + MLP + scores) / t),
+    MLP = 4 f/h (GeLU; 16 for f = 4h, the paper's 24/t in all) or 8 f/h + ROTARY_BYTES for the
+    llama preset (SwiGLU, unfused rotary), scores = SCORE_BYTES_FUSED (5) or, with the unfused
+    fp32 softmax, SCORE_BYTES_UNFUSED (7) x a s / h; with sequence parallelism everything is
+    over t. Flash attention or selective recomputation drop the scores; otherwise one layer's
+    backward adds SCORE_BACKWARD_BYTES per score element. Full recomputation keeps 2 s b h per
+    layer plus one layer's full activations. The first stage keeps
     min(PP, gradient accumulation) micro batches in flight (1F1B); the last stage adds the
     fp32 logits 4 s b V / t. Plus ZeRO-1/2 communication buckets (reduce + allgather bucket
     elements x 2 bytes) and RESERVED_BYTES for the CUDA context, NCCL and fragmentation.
-    Rough by design (+-20%): it catches a plan that cannot fit, not a 5% margin.
+    Checked against PyTorch's max reserved memory on H200 (docs/benchmarks.md, 20 one-GPU
+    configurations of a 1.23B GPT and the llama preset: -7% to +3%); the TP and PP terms are
+    the paper's, not measured here.
     """
     tp = derived["tensor_parallel"]
     pp = derived["pipeline_parallel"]

@@ -32,7 +32,7 @@ No Ansible imports: unit-tested alone.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_memory, _job_rules, _job_spec
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job_schema import JobError

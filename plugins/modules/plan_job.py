@@ -103,7 +103,7 @@ chosen:
   type: dict
   sample: {megatron_job_tensor_parallel: 8, megatron_job_pipeline_parallel: 1, megatron_job_micro_batch_size: 2}
 yaml:
-  description: O(chosen) as a YAML document for group_vars.
+  description: RV(chosen) as a YAML document for group_vars.
   returned: when a layout fits
   type: str
 rejected:
