@@ -95,6 +95,15 @@ GRID = [
     cfg("g1-m4", 1, 4),
     cfg("g1-m48-rc", 1, 48, recompute=True),
     cfg("g1-m16-z0", 1, 16, zero=0),
+    # Issue 18, second session: today's default micro batch (1) against the planner's first
+    # choice for the 1.23B GPT and for the llama preset (megatron_job_model_preset, rendered by
+    # the role, not extra_args), and rows that check the memory model away from its fit.
+    cfg("g1-m1", 1, 1),
+    cfg("g1-m32-z0", 1, 32, zero=0),
+    cfg("g1-llamap-m16-z0", 1, 16, zero=0, model="llama-preset"),
+    cfg("g1-llamap-m8", 1, 8, model="llama-preset"),
+    cfg("g1-llamap-m16-rc", 1, 16, recompute=True, model="llama-preset"),
+    cfg("g1-m2-nf", 1, 2, flash=False),
     cfg("g2-dp2-z1-m16", 2, 16),
     cfg("g2-dp2-z2-m16", 2, 16, zero=2),
     cfg("g2-dp2-z3-m16", 2, 16, zero=3),
@@ -159,6 +168,8 @@ def role_vars(c: Dict[str, Any], root: str, port: int) -> Dict[str, Any]:
         "megatron_job_split": "98,1,1",
         "megatron_job_extra_args": extra,
     }
+    if c["model"] == "llama-preset":
+        v["megatron_job_model_preset"] = "llama"
     v.update({"megatron_job_" + k: val for k, val in MODEL.items()})
     return v
 
@@ -450,7 +461,15 @@ def estimate(jobspec, row: Dict[str, Any], deepspeed_version: str) -> Dict[str, 
     vocabulary Megatron actually used (the spec alone cannot know a vocab file's size: it assumes
     GPT-2's 50257 for GPT2BPETokenizer)."""
     c = row["config"]
-    spec = jobspec.normalize(row["vars"])
+    variables = dict(row["vars"])
+    # The role takes its stack profile from megatron_stack_profile (the cu130 profile's
+    # --no-masked-softmax-fusion is part of the memory model).
+    if "megatron_stack_profile" in variables:
+        variables.setdefault("megatron_job_stack_profile", variables.pop("megatron_stack_profile"))
+    if c.get("model") == "llama":
+        # The first session passed the preset's switches as extra_args; estimate it as the preset.
+        variables["megatron_job_model_preset"] = "llama"
+    spec = jobspec.normalize(variables)
     derived = dict(jobspec.derive(spec, 1, c["gpus"]))
     spec_vocab = derived["padded_vocab_size"]
     if row.get("padded_vocab_size"):
@@ -472,7 +491,7 @@ def estimate(jobspec, row: Dict[str, Any], deepspeed_version: str) -> Dict[str, 
 def describe(c: Dict[str, Any]) -> str:
     parts = ["%d GPU" % c["gpus"], "TP%d" % c["tp"], "PP%d" % c["pp"], "DP%d" % data_parallel(c),
              "Z%d" % c["zero"], "mb%d" % c["micro"], "rc" if c["recompute"] else "", "flash" if c["flash"] else "no-flash",
-             {"gpt": "", "gpt-nodropout": "gpt dropout 0", "llama": "llama"}[c["model"]] +
+             {"gpt": "", "gpt-nodropout": "gpt dropout 0", "llama": "llama", "llama-preset": "llama preset"}[c["model"]] +
              (" GQA %d kv" % c["kv_heads"] if c.get("kv_heads") else "")]
     return " ".join(p for p in parts if p)
 

@@ -48,6 +48,7 @@ SPEC_ARGS: Tuple[Tuple[str, str, str], ...] = (
     ("hidden_size", "--hidden-size", "value"),
     ("ffn_hidden_size", "--ffn-hidden-size", "value"),
     ("num_attention_heads", "--num-attention-heads", "value"),
+    ("num_key_value_heads", "--num-key-value-heads", "value"),
     ("seq_length", "--seq-length", "value"),
     ("max_position_embeddings", "--max-position-embeddings", "value"),
     ("init_method_std", "--init-method-std", "value"),
@@ -94,6 +95,26 @@ SPEC_ARGS: Tuple[Tuple[str, str, str], ...] = (
     ("exit_signal_handler", "--exit-signal-handler", "true"),
 )
 SPEC_FLAG_KEYS: Dict[str, str] = {flag: key for key, flag, kind in SPEC_ARGS}
+# megatron_job_model_preset: the switches each preset passes after --init-method-std. Each flag
+# is Megatron-DeepSpeed HEAD's (4efb479d megatron/arguments.py): --normalization {layernorm,
+# rmsnorm}, --swiglu (which also sets the FFN default to int(8h/3 / 64) x 64),
+# --use-rotary-position-embeddings (which turns add_position_embedding off; the explicit
+# --no-position-embedding says so in train.sh), --disable-bias-linear (dest add_bias_linear,
+# which also turns bias_gelu_fusion off), --untie-embeddings-and-output-weights,
+# --attention-dropout and --hidden-dropout (default 0.1).
+PRESET_ARGS: Dict[str, Tuple[Tuple[str, ...], ...]] = {
+    "gpt": (),
+    "llama": (
+        ("--normalization", "rmsnorm"),
+        ("--swiglu",),
+        ("--use-rotary-position-embeddings",),
+        ("--no-position-embedding",),
+        ("--disable-bias-linear",),
+        ("--untie-embeddings-and-output-weights",),
+        ("--attention-dropout", "0"),
+        ("--hidden-dropout", "0"),
+    ),
+}
 PRECISION_FLAGS = {"--bf16": "bf16", "--fp16": "fp16"}
 # Settings that DeepSpeed applies only through deepspeed.checkpointing.configure(), which
 # Megatron-DeepSpeed calls only with --deepspeed-activation-checkpointing (initialize.py:266).
@@ -109,6 +130,8 @@ DROPPED_IS_ERROR: Dict[str, Tuple[str, str]] = {
     "--sequence-parallel": ("sequence_parallel", "set megatron_job_sequence_parallel: false"),
     "--use-flash-attn-v2": ("use_flash_attn", "set megatron_job_use_flash_attn: auto (or false)"),
     "--vocab-size": ("tokenizer_type NullTokenizer", "use GPT2BPETokenizer"),
+    "--swiglu": ("model_preset llama", "set megatron_job_model_preset: gpt, or a stack profile with Megatron-DeepSpeed HEAD"),
+    "--num-key-value-heads": ("num_key_value_heads", "set megatron_job_num_key_value_heads: null"),
     "--tokenizer-model": ("tokenizer_type {tokenizer_type}", "use GPT2BPETokenizer"),
 }
 
@@ -200,6 +223,9 @@ def arguments(spec: Mapping[str, Any], profile: ProfileArg = None,
             continue  # that Megatron-DeepSpeed has no such fusion, so nothing to turn off
         if _wanted(job, key, kind):
             add(flag, *([_num(job[key])] if kind == "value" else []))
+        if key == "init_method_std":
+            for group in PRESET_ARGS[job["model_preset"]]:
+                add(*group)
         # Always with --checkpoint-activations: without it, or a --recompute-method, Megatron-
         # DeepSpeed HEAD's ParallelTransformer._checkpointed_forward takes Megatron's own path with
         # recompute_method None and stops at the first forward ("Invalid activation recompute

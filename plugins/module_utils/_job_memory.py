@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Dict, Mapping, Optional
 
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _stack_profiles
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job_findings import finding
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job_spec import (
     KNOWN_VOCAB_SIZES,
@@ -31,6 +32,32 @@ GUIDE_OOM_ADVICE = (
 # Fixed per-GPU memory that is not model state or activations: CUDA context, NCCL
 # buffers, allocator fragmentation. A round figure: the estimate is rough (+-20%).
 RESERVED_BYTES = 2 * 1024 ** 3
+# Bytes kept per attention-score element (a x s x s per micro batch and layer, over TP) when
+# the scores are materialised (no flash attention, no selective recompute). Megatron's fused
+# scaled-masked-softmax kernel keeps its 16-bit output (2), the dropout mask (1) and the
+# dropout output the value matmul reads (2): Korthikanti et al.'s 5. Without the fusion
+# (--no-masked-softmax-fusion, the cu130 profile) FusedScaleMaskSoftmax runs torch.softmax in
+# fp32 (softmax_in_fp32) and keeps its fp32 output (4) + mask (1) + dropout output (2) = 7.
+# Measured on H200 (g1-m4-nf: 7.4 per element over 24 layers, the backward transient included).
+SCORE_BYTES_FUSED = 5.0
+SCORE_BYTES_UNFUSED = 7.0
+# The backward pass of one layer with materialised scores holds, besides what is kept, the
+# gradients of the scores (fp32 softmax backward input and output, 16-bit copies): fitted on
+# g1-m4-nf-rc and g1-m8-nf-rc (20 and 25 bytes per element beyond flash with full recompute,
+# where the recomputed layer's 7 are part of it), 14 per element.
+SCORE_BACKWARD_BYTES = 14.0
+# LLaMA-style layers (megatron_job_model_preset: llama) keep more than GPT's: the SwiGLU MLP
+# keeps the fc1 output (2f wide), silu's output and the gated product (f wide each): 8 f/h
+# bytes per s b h instead of GeLU's 4 f/h; and Megatron-DeepSpeed's rotary embedding runs as
+# unfused PyTorch ops on q and k (megatron/model/rotary_pos_embedding.py), whose fp32
+# products are kept. The rotary term is fitted on g1-llama-m16 (93.9 GiB reserved against
+# 78.8 for the GPT of the same shape): 4.5 bytes per s b h, over TP.
+ROTARY_BYTES = 4.5
+# ZeRO stage 0 with bf16 or fp16: DeepSpeed's BF16_Optimizer / FP16_Optimizer keep 16-bit
+# params and grads, fp32 master params and Adam's two moments: 2 + 2 + 4 + 8 = 16 bytes per
+# parameter (g1-m16-z0 measured 7.4 GiB below ZeRO-1's 4P + 16P of the same 1.23B).
+ZERO0_MIXED_BYTES = 16
+PRESETS = ("gpt", "llama")
 MIB = 1024 ** 2
 GIB = 1024 ** 3
 MEMORY_WARN_FRACTION = 0.90
@@ -44,6 +71,23 @@ def version_lt(version: Optional[str], bound: str) -> bool:
         return compare(version, bound) < 0
     except ValueError:
         return False
+
+
+def _profile_unfuses_softmax(spec: Mapping[str, Any]) -> bool:
+    """The spec's stack profile forces --no-masked-softmax-fusion (cu130: its fused kernel is
+    not built for that CUDA); an unknown profile forces nothing."""
+    try:
+        flags = _stack_profiles.get(spec.get("stack_profile") or _stack_profiles.DEFAULT_PROFILE).get("megatron_flags") or ()
+    except _stack_profiles.UnknownProfileError:
+        return False
+    return "--no-masked-softmax-fusion" in flags
+
+
+def llama_layer_parameters(hidden: int, ffn: int) -> int:
+    """Parameters of one LLaMA-style layer (--swiglu --disable-bias-linear --normalization
+    rmsnorm): QKV and projection without biases 4h^2, SwiGLU's fc1 (h x 2f) and fc2 (f x h)
+    3hf, two RMSNorm weights 2h."""
+    return 4 * hidden * hidden + 3 * hidden * ffn + 2 * hidden
 
 
 def estimate_memory(
@@ -62,7 +106,7 @@ def estimate_memory(
     holds after tensor and pipeline sharding (P_gpu: the first stage's layers / TP, plus the
     word embeddings / TP and the position embeddings), with ZeRO sharding over the data
     parallel group N = DP. Mixed precision:
-      ZeRO-0  20 P_gpu (16-bit params and grads, fp32 grads, fp32 master, Adam m and v)
+      ZeRO-0  16 P_gpu (16-bit params and grads, fp32 master, Adam m and v: ZERO0_MIXED_BYTES)
       ZeRO-1  4 P_gpu + 16 P_gpu / N            (offloaded optimizer: 4 P_gpu)
       ZeRO-2  2 P_gpu + 18 P_gpu / N            (DeepSpeed < 0.14.3 printed 4P + 16P/N;
                                                  offloaded optimizer: 2 P_gpu)
@@ -70,14 +114,19 @@ def estimate_memory(
               4 L + 2 P_gpu / N; offloaded parameters too: 4 L)
     fp32 training uses 4-byte params and grads and no master copy.
     Activations per layer and micro batch (Korthikanti et al. 2022, "Reducing Activation
-    Recomputation in Large Transformer Models", 16-bit): s b h (10 + 24/t + 5 a s / (h t)),
-    with sequence parallelism s b h (34 + 5 a s / h) / t; flash attention or selective
-    recomputation drop the 5 a s / h term (no s x s scores kept); full recomputation keeps
-    2 s b h per layer plus one layer's full activations. The first stage keeps
+    Recomputation in Large Transformer Models", 16-bit): s b h (10 + (8 + MLP + scores) / t),
+    MLP = 4 f/h (GeLU; 16 for f = 4h, the paper's 24/t in all) or 8 f/h + ROTARY_BYTES for the
+    llama preset (SwiGLU, unfused rotary), scores = SCORE_BYTES_FUSED (5) or, with the unfused
+    fp32 softmax, SCORE_BYTES_UNFUSED (7) x a s / h; with sequence parallelism everything is
+    over t. Flash attention or selective recomputation drop the scores; otherwise one layer's
+    backward adds SCORE_BACKWARD_BYTES per score element. Full recomputation keeps 2 s b h per
+    layer plus one layer's full activations. The first stage keeps
     min(PP, gradient accumulation) micro batches in flight (1F1B); the last stage adds the
     fp32 logits 4 s b V / t. Plus ZeRO-1/2 communication buckets (reduce + allgather bucket
     elements x 2 bytes) and RESERVED_BYTES for the CUDA context, NCCL and fragmentation.
-    Rough by design (+-20%): it catches a plan that cannot fit, not a 5% margin.
+    Checked against PyTorch's max reserved memory on H200 (docs/benchmarks.md, 20 one-GPU
+    configurations of a 1.23B GPT and the llama preset: -7% to +3%); the TP and PP terms are
+    the paper's, not measured here.
     """
     tp = derived["tensor_parallel"]
     pp = derived["pipeline_parallel"]
@@ -96,11 +145,15 @@ def estimate_memory(
     offload_opt = bool(zero.get("offload_optimizer"))
     offload_param = bool(zero.get("offload_param"))
 
-    per_layer = layer_parameters(hidden, ffn)
+    llama = (spec.get("model_preset") or "gpt") == "llama"
+    per_layer = llama_layer_parameters(hidden, ffn) if llama else layer_parameters(hidden, ffn)
+    if llama:
+        positions = 0  # rotary embeddings: no learned position table
     layers_per_stage = int(math.ceil(layers / float(pp)))
     embed = vocab * hidden / tp
     if pp == 1:
-        params_gpu = layers * per_layer / tp + embed + positions * hidden + 2 * hidden
+        # Untied embeddings (llama) add the output layer's own V x h / TP.
+        params_gpu = layers * per_layer / tp + embed * (2 if llama else 1) + positions * hidden + 2 * hidden
     else:
         # First stage: word + position embeddings; last stage: the tied output embedding copy.
         params_gpu = layers_per_stage * per_layer / tp + embed + max(positions * hidden, 2 * hidden)
@@ -137,26 +190,34 @@ def estimate_memory(
         else:
             model_states, formula = 8 * params_gpu + 8 * params_gpu / dp, "ZeRO-1 fp32: 8P + 8P/N"
     else:
-        model_states = (20 if mixed else 16) * params_gpu
-        formula = "no ZeRO: %dP" % (20 if mixed else 16)
+        model_states = (ZERO0_MIXED_BYTES if mixed else 16) * params_gpu
+        formula = "no ZeRO: %dP" % (ZERO0_MIXED_BYTES if mixed else 16)
 
     sequence_parallel = bool(spec.get("sequence_parallel")) and tp > 1
     drop_scores = bool(spec.get("use_flash_attn")) or checkpointing == "selective"
-    attention = 0.0 if drop_scores else 5.0 * heads * seq / hidden
+    fused_softmax = spec.get("masked_softmax_fusion", True) is not False and not _profile_unfuses_softmax(spec)
+    score_bytes = 0.0 if drop_scores else (SCORE_BYTES_FUSED if fused_softmax else SCORE_BYTES_UNFUSED)
+    # Per s b h of one layer, in bytes (16-bit; the paper's counts): the parts TP does not split
+    # (two layernorm inputs 4, QKV and fc1 inputs 4, two dropout masks 2) and the parts it does
+    # (Q, K, V 6, the projection input 2, the MLP 4 f/h, or 8 f/h for SwiGLU, rotary).
+    mlp = (8.0 if llama else 4.0) * ffn / hidden
+    split = 8.0 + mlp + (ROTARY_BYTES if llama else 0.0)
+    scores = score_bytes * heads * seq / hidden
     sbh = float(seq) * micro * hidden
     if sequence_parallel:
-        full_layer = sbh * (34 + attention) / tp
+        full_layer = sbh * (10 + split + scores) / tp
     else:
-        full_layer = sbh * (10 + 24.0 / tp + attention / tp)
-    act_bytes = 1 if mixed else 2  # the paper counts 16-bit activations
-    full_layer *= act_bytes
+        full_layer = sbh * (10 + (split + scores) / tp)
+    act_scale = 1 if mixed else 2  # the paper counts 16-bit activations
+    full_layer *= act_scale
+    score_backward = act_scale * sbh * SCORE_BACKWARD_BYTES * heads * seq / hidden / tp if score_bytes else 0.0
     if checkpointing == "full":
-        kept_layer = 2 * sbh * act_bytes / (tp if sequence_parallel else 1)
+        kept_layer = 2 * sbh * act_scale / (tp if sequence_parallel else 1)
         stage_layers = kept_layer * layers_per_stage
-        recompute_peak = full_layer
+        recompute_peak = full_layer + score_backward
     else:
         stage_layers = full_layer * layers_per_stage
-        recompute_peak = 0.0
+        recompute_peak = score_backward
     in_flight = min(pp, grad_acc) if pp > 1 else 1
     logits = 4.0 * seq * micro * vocab / tp
     first_activations = stage_layers * in_flight + recompute_peak + (logits if pp == 1 else 0)

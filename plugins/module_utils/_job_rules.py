@@ -202,6 +202,8 @@ def validate(
     # ---------------------------------------------------------------- model shape
     _check_model(spec, tp, pp, era, add)
 
+    _check_grouped_query_attention(spec, add)
+
     # ---------------------------------------------------------------- batch
     ds = dict(ds_config) if ds_config is not None else None
     micro, micro_note = _effective_micro(spec, extra, ds, dp, findings)
@@ -237,6 +239,27 @@ def validate(
         check_memory(spec, mem_derived, zero, deepspeed_version, checkpointing,
                      int_or_none(cluster.get("gpu_memory_mib")), add)
     return findings
+
+
+def _check_grouped_query_attention(spec: Mapping[str, Any], add: Callable[[Dict[str, str]], None]) -> None:
+    """Fewer key/value heads than attention heads cannot train on Megatron-DeepSpeed 4efb479d:
+    ParallelAttention.forward splits the fused QKV output into equal thirds
+    (each_hidden_size = mixed_x_layer.shape[-1] // 3) unless DeepSpeed sequence parallelism is
+    on, which is right only without grouping (measured on H200: 16 heads with 4 KV heads reached
+    flash attention as 8 query and 32 key/value heads, docs/benchmarks.md)."""
+    kv_heads = int_or_none(spec.get("num_key_value_heads"))
+    heads = int_or_none(spec.get("num_attention_heads"))
+    if kv_heads is None or heads is None or kv_heads == heads:
+        return
+    if heads % kv_heads:
+        add(finding("num_attention_heads % num_key_value_heads == 0", "fail", "model",
+                    "%d heads, %d key/value heads" % (heads, kv_heads), "a divisor of %d" % heads,
+                    "set megatron_job_num_key_value_heads to a divisor of the heads (Megatron asserts it)"))
+        return
+    add(finding("grouped-query attention", "fail", "model", "%d key/value heads for %d heads" % (kv_heads, heads),
+                "num_key_value_heads null or %d on Megatron-DeepSpeed 4efb479d" % heads,
+                "set megatron_job_num_key_value_heads: null: that checkout's ParallelAttention.forward splits the "
+                "fused QKV output into equal thirds, so grouped-query attention feeds wrong shapes to attention"))
 
 
 def _check_hosts(hosts: Mapping[str, int], nodes: int, job_gpus: int, add: Callable[[Dict[str, str]], None]) -> None:

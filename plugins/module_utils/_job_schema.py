@@ -61,6 +61,9 @@ PRECISIONS = ("bf16", "fp16", "fp32")
 OFFLOAD_DEVICES = ("none", "cpu")
 ZERO_STAGES = (0, 1, 2, 3)
 AUTO = "auto"
+# gpt: the guide's GPT-2 style model; llama: Megatron-DeepSpeed's LLaMA-style switches
+# (_job_args.PRESET_ARGS).
+MODEL_PRESETS = ("gpt", "llama")
 
 # In the order of roles/megatron_job/defaults/main.yml (the schema test compares the order too).
 FIELDS: Tuple[Field, ...] = (
@@ -98,6 +101,8 @@ FIELDS: Tuple[Field, ...] = (
     _f("seq_length", "int", 2048, minimum=1),
     _f("max_position_embeddings", "int", 2048, minimum=1),
     _f("ffn_hidden_size", "int", None, minimum=1, nullable=True),
+    _f("model_preset", "str", "gpt", "choice", MODEL_PRESETS),
+    _f("num_key_value_heads", "int", None, minimum=1, nullable=True),
     # Batch
     _f("micro_batch_size", "int", 1, minimum=1),
     _f("global_batch_size", "int", 512, minimum=1),

@@ -20,8 +20,10 @@ from ansible_collections.megatron_ds.cluster.plugins.module_utils._job_args impo
     PRECISION_FLAGS,
     SPEC_ARGS,
     SPEC_FLAG_KEYS,
+    PRESET_ARGS,
 )
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job_findings import finding
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job_spec import default_ffn_hidden_size
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job_schema import DEFAULTS
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job_shell import (
     DECLARATION,
@@ -79,6 +81,7 @@ def script_defaults(era: str = HEAD) -> Dict[str, Any]:
     spec["env"] = {}
     spec["nccl_env"] = {}
     spec["extra_args"] = []
+    spec["model_preset"] = "gpt"  # Megatron's defaults are the GPT-2 style model
     return spec
 
 
@@ -439,8 +442,33 @@ def _read_megatron_args(args: List[str], era: str, result: Dict[str, Any]) -> No
         spec[key] = value
         if key not in explicit:
             explicit.append(key)
+    _read_preset(spec, explicit)
     if spec.get("ffn_hidden_size") is None and isinstance(spec.get("hidden_size"), int):
-        spec["ffn_hidden_size"] = 4 * spec["hidden_size"]
+        spec["ffn_hidden_size"] = default_ffn_hidden_size(spec, spec["hidden_size"])
+
+
+def _read_preset(spec: Dict[str, Any], explicit: List[str]) -> None:
+    """A train.sh that passes every switch of a model preset (_job_args.PRESET_ARGS) is that
+    preset: the switches leave extra_args and model_preset says it, as the job files wrote it."""
+    extra = list(spec.get("extra_args") or [])
+    for preset, groups in PRESET_ARGS.items():
+        if not groups:
+            continue
+        positions = []
+        for group in groups:
+            found = [i for i in range(len(extra) - len(group) + 1) if tuple(extra[i:i + len(group)]) == group]
+            if not found:
+                break
+            positions.append((found[0], len(group)))
+        else:
+            drop = set()
+            for start, size in positions:
+                drop.update(range(start, start + size))
+            spec["extra_args"] = [word for i, word in enumerate(extra) if i not in drop]
+            spec["model_preset"] = preset
+            if "model_preset" not in explicit:
+                explicit.append("model_preset")
+            return
 
 
 def expected_value(arg: Any) -> str:

@@ -128,6 +128,17 @@ def layer_parameters(hidden: int, ffn: int) -> int:
     return 4 * hidden * hidden + 2 * hidden * ffn + 9 * hidden + ffn
 
 
+def default_ffn_hidden_size(spec: Mapping[str, Any], hidden: Optional[int]) -> Optional[int]:
+    """Megatron-DeepSpeed's --ffn-hidden-size default (megatron/arguments.py): 4h, or with
+    --swiglu (the llama preset) int(8h/3 / 64) x 64, which keeps the MLP's parameters near
+    GPT's and a multiple of 64."""
+    if not hidden:
+        return None
+    if (spec.get("model_preset") or "gpt") == "llama":
+        return int((4 * hidden * 2 / 3) / 64) * 64
+    return 4 * hidden
+
+
 def gpt_parameters(spec: Mapping[str, Any]) -> Optional[int]:
     """Total parameters: L x layer + V x h (word embeddings, tied with the output layer) +
     max_position_embeddings x h (learned positions) + 2h (final layernorm). V is the padded
@@ -138,8 +149,11 @@ def gpt_parameters(spec: Mapping[str, Any]) -> Optional[int]:
         positions = int(spec["max_position_embeddings"])
     except (KeyError, TypeError, ValueError):
         return None
-    ffn = int(spec.get("ffn_hidden_size") or 4 * hidden)
+    ffn = int(spec.get("ffn_hidden_size") or default_ffn_hidden_size(spec, hidden))
     vocab = padded_vocab_size(spec) or KNOWN_VOCAB_SIZES["GPT2BPETokenizer"]
+    if (spec.get("model_preset") or "gpt") == "llama":
+        # No biases, RMSNorm, SwiGLU (3hf), rotary (no position table), untied output layer.
+        return layers * (4 * hidden * hidden + 3 * hidden * ffn + 2 * hidden) + 2 * vocab * hidden + hidden
     return layers * layer_parameters(hidden, ffn) + vocab * hidden + positions * hidden + 2 * hidden
 
 
@@ -191,7 +205,7 @@ def derive(spec: Mapping[str, Any], nodes: Any = None, gpus_per_node: Any = None
     hidden = int_or_none(spec.get("hidden_size"))
     heads = int_or_none(spec.get("num_attention_heads"))
     layers = int_or_none(spec.get("num_layers"))
-    ffn = int_or_none(spec.get("ffn_hidden_size")) or (4 * hidden if hidden else None)
+    ffn = int_or_none(spec.get("ffn_hidden_size")) or default_ffn_hidden_size(spec, hidden)
     precision = spec.get("precision") or "fp32"
     derived = {
         "nodes": nodes,

@@ -1,0 +1,109 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, megatron_ds.cluster developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Controller-side layout planner: a thin adapter around _job_plan (which judges each layout
+with the job validation's rules and memory estimate). It touches no host. Documentation lives
+in plugins/modules/plan_job.py."""
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Optional
+
+from ansible.errors import AnsibleActionFail
+from ansible.module_utils.common.text.converters import to_text
+
+from ansible_collections.megatron_ds.cluster.plugins.action.validate_job import ActionModule as ValidateAction
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_plan, _job_schema, _job_spec
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _stack_profiles
+
+ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = {
+    "spec": {"type": "dict"},
+    "nodes": {"type": "int"},
+    "gpus_per_node": {"type": "int"},
+    "gpu_memory_mib": {"type": "int"},
+    "gpu": {"type": "str", "default": "H200"},
+    "matmul_tflops": {"type": "float"},
+    "peak_tflops": {"type": "float"},
+    "nvlink_busbw_gbps": {"type": "float"},
+    "internode_busbw_gbps": {"type": "float"},
+    "padded_vocab_size": {"type": "int"},
+    "keep": {"type": "dict"},
+    "limit": {"type": "int", "default": 15},
+    "dest": {"type": "path"},
+}
+
+
+class ActionModule(ValidateAction):
+    TRANSFERS_FILES = False
+    _supports_check_mode = True
+    _supports_async = False
+
+    def run(self, tmp: Optional[str] = None, task_vars: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        task_vars = task_vars or {}
+        result = super(ValidateAction, self).run(tmp, task_vars)  # ActionBase.run: no validation here
+        del tmp
+        validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        del validation
+        spec_vars = args["spec"] if args["spec"] is not None else self._spec_vars(task_vars)
+        profile_name = self._var(task_vars, "megatron_stack_profile")
+        if profile_name and not any(k in spec_vars for k in ("stack_profile", _job_schema.PREFIX + "stack_profile")):
+            spec_vars = dict(spec_vars, stack_profile=profile_name)
+        try:
+            spec = _job_spec.normalize(spec_vars)
+        except _job_schema.JobError as exc:
+            raise AnsibleActionFail("Job spec invalid: %s" % exc)
+        nodes, nodes_from = self._nodes(args, None, task_vars, None)
+        fact_gpus, fact_memory = self._gpu_facts(task_vars)
+        gpus = args["gpus_per_node"] or fact_gpus or spec["gpus_per_node"]
+        if not nodes:
+            raise AnsibleActionFail("planner: the number of nodes is unknown; put the training nodes in the "
+                                    "inventory group megatron_nodes, or pass nodes=")
+        rates = {k: args[k] for k in ("matmul_tflops", "peak_tflops", "nvlink_busbw_gbps", "internode_busbw_gbps")}
+        try:
+            deepspeed_version = _stack_profiles.deepspeed_pin(spec["stack_profile"])
+            planned = _job_plan.plan(spec, nodes, gpus, args["gpu_memory_mib"] or fact_memory, args["gpu"], rates,
+                                     args["keep"], deepspeed_version, args["padded_vocab_size"])
+        except (_job_schema.JobError, _stack_profiles.UnknownProfileError) as exc:
+            raise AnsibleActionFail("planner: %s" % (exc.args[0] if exc.args else exc))
+        lines = _job_plan.table(planned, args["limit"])
+        fits = [row for row in planned["layouts"] if row["fits"]]
+        chosen = fits[0] if fits else None
+        result["table"] = lines
+        result["hardware"] = planned["hardware"]
+        result["rejected"] = planned["rejected"]
+        result["layouts"] = [{k: v for k, v in row.items() if k != "spec"} for row in planned["layouts"][:args["limit"]]]
+        result["nodes"] = nodes
+        result["nodes_from"] = nodes_from
+        result["gpus_per_node"] = gpus
+        result["changed"] = False
+        if chosen is None:
+            result["failed"] = True
+            result["msg"] = "no layout of %d node(s) x %d GPUs fits within %d%% of the GPU memory:\n%s" % (
+                nodes, gpus, int(100 * _job_plan.MEMORY_MARGIN), "\n".join(lines))
+            return result
+        chosen_vars = _job_plan.layout_vars(chosen)
+        result["chosen"] = chosen_vars
+        result["yaml"] = self._yaml(chosen, chosen_vars)
+        if args["dest"] and not self._task.check_mode:
+            try:
+                os.makedirs(os.path.dirname(os.path.abspath(args["dest"])), exist_ok=True)
+                previous = open(args["dest"]).read() if os.path.isfile(args["dest"]) else None
+                if previous != result["yaml"]:
+                    with open(args["dest"], "w") as handle:
+                        handle.write(result["yaml"])
+                    result["changed"] = True
+            except OSError as exc:
+                raise AnsibleActionFail("planner: cannot write %s (%s); give a writable dest" % (args["dest"], exc))
+            result["dest"] = args["dest"]
+        result["msg"] = "\n".join(lines + ["chosen: %s (%s)" % (_job_plan.describe(chosen), ", ".join(
+            "%s: %s" % (k, to_text(v)) for k, v in chosen_vars.items()))])
+        return result
+
+    @staticmethod
+    def _yaml(row: Dict[str, Any], chosen_vars: Dict[str, Any]) -> str:
+        lines = ["---", "# Written by playbooks/plan.yml: %s, predicted %.1f GiB per GPU (%.0f%%), %s tokens/s, "
+                 "%.1f%% MFU" % (_job_plan.describe(row), row["memory_gib"], 100 * row["memory_fraction"],
+                                 "{:,.0f}".format(row["tokens_per_s"]), 100 * row["mfu"])]
+        for key, value in chosen_vars.items():
+            lines.append("%s: %s" % (key, "true" if value is True else "false" if value is False else value))
+        return "\n".join(lines) + "\n"

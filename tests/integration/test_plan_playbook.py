@@ -1,0 +1,31 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, megatron_ds.cluster developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""playbooks/plan.yml against inventories/prod, controller only (-e ansible_host=127.0.0.1):
+it prints the ranked table and writes group_vars YAML that validate.yml accepts."""
+import os
+import shutil
+import subprocess
+
+import pytest
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+PLAYBOOK = shutil.which("ansible-playbook")
+
+
+@pytest.mark.skipif(PLAYBOOK is None, reason="ansible-playbook is not installed")
+def test_plan_playbook_on_prod_inventory_writes_valid_group_vars(tmp_path):
+    dest = tmp_path / "megatron_job.yml"
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_FORCE_COLOR="0")
+    base = [PLAYBOOK, "-i", os.path.join(REPO, "inventories", "prod"), "-e", "ansible_host=127.0.0.1"]
+    plan = subprocess.run(base + [os.path.join(REPO, "playbooks", "plan.yml"), "-e", "plan_gpu=A100-80GB",
+                                  "-e", "plan_dest=%s" % dest],
+                          cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
+    assert plan.returncode == 0, plan.stdout[-3000:]
+    assert "rank layout" in plan.stdout and "chosen: TP" in plan.stdout
+    text = dest.read_text()
+    assert "megatron_job_tensor_parallel:" in text and "megatron_job_global_batch_size: 256" in text
+    check = subprocess.run(base + [os.path.join(REPO, "playbooks", "validate.yml"), "-e", "@%s" % dest,
+                                   "-e", "validate_gpu_memory_mib=81920", "-e", "validate_report_dir=%s" % tmp_path],
+                           cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
+    assert check.returncode == 0, check.stdout[-3000:]
