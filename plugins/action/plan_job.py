@@ -13,7 +13,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 
 from ansible_collections.megatron_ds.cluster.plugins.action.validate_job import ActionModule as ValidateAction
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_plan, _job_schema, _job_spec
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_plan, _job_schema
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _stack_profiles
 
 ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = {
@@ -44,14 +44,7 @@ class ActionModule(ValidateAction):
         del tmp
         validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         del validation
-        spec_vars = args["spec"] if args["spec"] is not None else self._spec_vars(task_vars)
-        profile_name = self._var(task_vars, "megatron_stack_profile")
-        if profile_name and not any(k in spec_vars for k in ("stack_profile", _job_schema.PREFIX + "stack_profile")):
-            spec_vars = dict(spec_vars, stack_profile=profile_name)
-        try:
-            spec = _job_spec.normalize(spec_vars)
-        except _job_schema.JobError as exc:
-            raise AnsibleActionFail("Job spec invalid: %s" % exc)
+        spec = self._spec_from_vars(args["spec"], task_vars, self._var(task_vars, "megatron_stack_profile"))[1]
         nodes, nodes_from = self._nodes(args, None, task_vars, None)
         fact_gpus, fact_memory = self._gpu_facts(task_vars)
         gpus = args["gpus_per_node"] or fact_gpus or spec["gpus_per_node"]

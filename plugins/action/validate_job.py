@@ -97,13 +97,7 @@ class ActionModule(ActionBase):
                     hostfile = candidate
                     notes.append("hostfile from the script's --hostfile: %s" % candidate)
         else:
-            spec_vars = args["spec"] if args["spec"] is not None else self._spec_vars(task_vars)
-            if profile_name and not any(k in spec_vars for k in ("stack_profile", _job_schema.PREFIX + "stack_profile")):
-                spec_vars = dict(spec_vars, stack_profile=profile_name)
-            try:
-                spec = _job_spec.normalize(spec_vars)
-            except _job_schema.JobError as exc:
-                raise AnsibleActionFail("Job spec invalid: %s" % exc)
+            spec_vars, spec = self._spec_from_vars(args["spec"], task_vars, profile_name)
             if not args["deepspeed_version"] and spec["stack_profile"] != profile_name:
                 # The spec names its own profile (megatron_job_stack_profile): its pin and its
                 # Megatron-DeepSpeed era are what the job files are rendered for.
@@ -216,6 +210,20 @@ class ActionModule(ActionBase):
         if name not in task_vars:
             return None
         return self._templar.template(task_vars[name])
+
+    def _spec_from_vars(self, given: Optional[Dict[str, Any]], task_vars: Dict[str, Any],
+                        profile_name: Optional[str]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+        """The job spec from the spec= argument or the megatron_job_* variables, normalized.
+
+        The inventory's megatron_stack_profile applies unless the spec names its own profile.
+        """
+        spec_vars = given if given is not None else self._spec_vars(task_vars)
+        if profile_name and not any(k in spec_vars for k in ("stack_profile", _job_schema.PREFIX + "stack_profile")):
+            spec_vars = dict(spec_vars, stack_profile=profile_name)
+        try:
+            return spec_vars, _job_spec.normalize(spec_vars)
+        except _job_schema.JobError as exc:
+            raise AnsibleActionFail("Job spec invalid: %s" % exc)
 
     def _spec_vars(self, task_vars: Dict[str, Any]) -> Dict[str, Any]:
         """Every megatron_job_* variable visible to the task, templated."""
