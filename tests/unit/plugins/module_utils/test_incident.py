@@ -1,15 +1,17 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, megatron_ds.cluster developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests for the supervisor's incident record (_incident) and its filters."""
+"""Unit tests for the supervisor's incident record (_incident).
+
+The filters over it are tested in tests/unit/plugins/filter/test_supervisor.py: ansible-test runs
+module_utils tests with only ansible.module_utils importable, so a filter import here fails there.
+"""
 from __future__ import annotations
 
-import json
 import os
 
 import pytest
 
-from ansible_collections.megatron_ds.cluster.plugins.filter.supervisor import heal_replan, incident_summary
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _incident
 
 FAULT = {"fault": "node_unreachable", "kind": "node", "nodes": ["node3"], "evidence": "no ssh"}
@@ -55,8 +57,6 @@ def test_append_read_and_summary(tmp_path):
     assert got["incidents"] == 2 and got["iterations_lost"] == 5 and got["stopped"] is True
     assert got["by_fault"] == {"node_unreachable": 1, "nonfinite_loss": 1}
     assert records[0]["seconds_to_resume"] == 30.5
-    with open(path) as handle:
-        assert incident_summary(handle.read())["by_action"] == {"exclude": 1, "stop": 1}
 
 
 @pytest.mark.parametrize("records, expected", [
@@ -82,13 +82,3 @@ def test_write_textfile_is_atomic_and_readable(tmp_path):
     assert os.listdir(str(tmp_path)) == ["megatron_supervisor.prom"]
     assert (tmp_path / "megatron_supervisor.prom").read_text() == "a 2\n"
     assert oct(os.stat(str(tmp_path / "megatron_supervisor.prom")).st_mode & 0o777) == "0o644"
-
-
-def test_heal_replan_filter():
-    spec = {"megatron_job_stack_profile": "cpu", "megatron_job_gpus_per_node": 2, "megatron_job_tensor_parallel": 1,
-            "megatron_job_pipeline_parallel": 1, "megatron_job_precision": "fp32", "megatron_job_num_layers": 2,
-            "megatron_job_hidden_size": 64, "megatron_job_num_attention_heads": 4, "megatron_job_seq_length": 128,
-            "megatron_job_max_position_embeddings": 128, "megatron_job_global_batch_size": 12, "nodes": 3}
-    assert heal_replan(spec, 2)["derived"]["gradient_accumulation_steps"] == 3
-    with pytest.raises(Exception, match="expected the megatron_job_"):
-        heal_replan(json.dumps(spec), 2)
