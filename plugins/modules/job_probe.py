@@ -23,7 +23,8 @@ description:
     loaded checkpoints, the launcher's exit status, burn-in results, error lines).
   - The DeepSpeed checkpoint directory, its C(latest) tag and that tag's shape (TP, PP, DP)
     inferred from the file names.
-  - Changes nothing.
+  - Changes nothing, except with O(shm_sweep_user), where it removes that user's stale DeepSpeed
+    CPU all-reduce buffers from O(shm_dir) (the stop step does, once the ranks are gone).
 options:
   ports:
     description: TCP ports whose listeners to report.
@@ -70,9 +71,22 @@ options:
   record_file:
     description: A JSON file written by the launch (what was started, where, when) to return parsed.
     type: path
+  shm_sweep_user:
+    description:
+      - Remove this user's C(deepspeed_allreduce_buffer_<uid>_*) files from O(shm_dir) that no
+        process maps.
+      - DeepSpeed's CPU all-reduce (C(csrc/cpu/comm/shm.cpp)) creates one of about 66 MB per rank
+        and never removes it, so every CPU job, and every killed one, leaves them in RAM.
+      - A buffer that a running process maps is kept. In check mode nothing is removed; the
+        files that would be are returned.
+    type: str
+  shm_dir:
+    description: Where the shared memory files are (the tmpfs behind C(shm_open)).
+    type: path
+    default: /dev/shm
 attributes:
   check_mode:
-    description: Reads only; runs the same in check mode.
+    description: Reads only, and with O(shm_sweep_user) reports what it would remove.
     support: full
   diff_mode:
     description: Changes nothing, so there is no diff.
@@ -151,10 +165,17 @@ record:
   description: The parsed O(record_file), or null when it does not exist.
   returned: always
   type: dict
+shm_removed:
+  description: The stale buffers removed (or, in check mode, that would be) for O(shm_sweep_user).
+  returned: always
+  type: list
+  elements: str
+  sample: ["/dev/shm/deepspeed_allreduce_buffer_2000_10.10.0.11_29500_0"]
 """
 
 import json
 import os
+import pwd
 import re
 
 from ansible.module_utils.basic import AnsibleModule
@@ -174,6 +195,8 @@ ARGUMENT_SPEC = dict(
     checkpoint_dir=dict(type="path"),
     checkpoint_tag=dict(type="str"),
     record_file=dict(type="path"),
+    shm_sweep_user=dict(type="str"),
+    shm_dir=dict(type="path", default="/dev/shm"),
 )
 
 
@@ -262,8 +285,25 @@ def main():
                 record = json.loads(text)
             except ValueError:
                 record = None
+    removed = []
+    if params["shm_sweep_user"]:
+        try:
+            uid = pwd.getpwnam(params["shm_sweep_user"]).pw_uid
+        except KeyError:
+            module.fail_json(msg="job_probe: shm_sweep_user %r is not a user on this node; expected the training "
+                             "user (megatron_launch_user)" % params["shm_sweep_user"])
+        if module.check_mode:
+            try:
+                names = os.listdir(params["shm_dir"])
+            except OSError:
+                names = []
+            removed = _launch.stale_shm_buffers(names, uid, _launch.mapped_paths(under=params["shm_dir"].rstrip("/") + "/"),
+                                                params["shm_dir"])
+        else:
+            removed = _launch.sweep_shm_buffers(uid, params["shm_dir"])
     module.exit_json(
-        changed=False,
+        changed=bool(removed),
+        shm_removed=removed,
         listeners=dict((str(port), owners) for port, owners in listeners.items()),
         ranks=ranks,
         paths=paths,

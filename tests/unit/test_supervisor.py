@@ -35,6 +35,7 @@ class FakeShell:
     def __init__(self, ranks: Dict[str, Optional[List[str]]]) -> None:
         self.states = ranks
         self.signals: List[tuple] = []
+        self.commands: List[tuple] = []
 
     def ranks(self, node: str, pattern: str) -> Optional[List[str]]:
         if self.signals and any(s[2] in ("TERM", "KILL") for s in self.signals) and self.states.get(node) is not None:
@@ -45,6 +46,7 @@ class FakeShell:
         self.signals.append((node, pattern, sig))
 
     def run(self, node: str, command: str) -> subprocess.CompletedProcess:
+        self.commands.append((node, command))
         return subprocess.CompletedProcess([], 255 if self.states.get(node) is None else 0, "", "")
 
 
@@ -103,6 +105,11 @@ def _setup(tmp_path: pathlib.Path, steps: List[str], tags: List[tuple], history:
     }
 
 
+def sup_launch():
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils import _launch
+    return _launch
+
+
 def sup_incident():
     from ansible_collections.megatron_ds.cluster.plugins.module_utils import _incident
     return _incident
@@ -152,6 +159,9 @@ def test_node_loss_excludes_replans_converts_and_relaunches(tmp_path):
     assert _overrides(config)["megatron_job_extra_args"] == ["--universal-checkpoint"]
     # ranks were stopped on the reachable nodes only
     assert {s[0] for s in shell.signals} == {"node1", "node2"}
+    # and the killed ranks' DeepSpeed buffers swept from /dev/shm there
+    sweep = sup_launch().shm_sweep_command()
+    assert sorted(n for n, c in shell.commands if c == sweep) == ["node1", "node2"]
     assert supervisor.nodes == ["node1", "node2"]
 
 

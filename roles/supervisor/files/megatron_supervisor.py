@@ -248,6 +248,11 @@ def stop_ranks(config: Mapping[str, Any], shell: Shell, nodes: Sequence[str], sl
         waited += 5.0
     for node in nodes:
         shell.signal(node, pattern, "KILL")
+    # CPU ranks (the cpu profile, the sim cluster) leave DeepSpeed's /dev/shm buffers behind when
+    # they are killed; each relaunch would add a set, in RAM (_launch.SHM_BUFFER_PREFIX).
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils import _launch
+    for node in nodes:
+        shell.run(node, _launch.shm_sweep_command())
     # The launcher too (train.yml starts it with setsid: its pid is its process group), and wait
     # for it: a launcher that outlives the stop would append its exit line to the next launch's log.
     pid = _record_pid(config)

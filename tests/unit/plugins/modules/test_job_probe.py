@@ -110,3 +110,25 @@ def test_another_tag_is_listed_when_asked(tmp_path):
 def test_a_bad_pattern_fails_saying_so(tmp_path):
     result = run_module({"rank_pattern": "python(["}, tmp_path)
     assert result["failed"] and "not a valid regular expression" in result["msg"]
+
+
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_shm_sweep_removes_the_users_stale_buffers(tmp_path, check_mode):
+    import pwd
+    user = pwd.getpwuid(os.getuid()).pw_name
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    stale = shm / ("deepspeed_allreduce_buffer_%d_10.0.0.1_29500_0" % os.getuid())
+    other = shm / ("deepspeed_allreduce_buffer_%d_10.0.0.1_29500_0" % (os.getuid() + 1))
+    stale.write_bytes(b"\0")
+    other.write_bytes(b"\0")
+    result = run_module({"shm_sweep_user": user, "shm_dir": str(shm), "_ansible_check_mode": check_mode}, tmp_path)
+    assert (result["changed"], result["shm_removed"]) == (True, [str(stale)])
+    assert stale.exists() is check_mode and other.exists()
+    again = run_module({"shm_sweep_user": user, "shm_dir": str(shm)}, tmp_path)
+    assert (again["changed"], again["shm_removed"]) == (check_mode, [str(stale)] if check_mode else [])
+
+
+def test_shm_sweep_names_an_unknown_user(tmp_path):
+    result = run_module({"shm_sweep_user": "no-such-user-x"}, tmp_path)
+    assert result["failed"] and "'no-such-user-x' is not a user on this node" in result["msg"]
