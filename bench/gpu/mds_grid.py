@@ -72,9 +72,14 @@ LLAMA_ARGS = ["--swiglu", "--normalization", "rmsnorm", "--use-rotary-position-e
 GPT_NO_DROPOUT_ARGS = ["--attention-dropout", "0", "--hidden-dropout", "0"]
 
 
-def cfg(name, gpus, micro, tp=1, pp=1, zero=1, recompute=False, flash=True, model="gpt", kv_heads=None):
-    return {"name": name, "gpus": gpus, "tp": tp, "pp": pp, "zero": zero, "micro": micro,
-            "recompute": recompute, "flash": flash, "model": model, "kv_heads": kv_heads}
+def cfg(name, gpus, micro, tp=1, pp=1, zero=1, recompute=False, flash=True, model="gpt", kv_heads=None,
+        grad_acc=None):
+    c = {"name": name, "gpus": gpus, "tp": tp, "pp": pp, "zero": zero, "micro": micro,
+         "recompute": recompute, "flash": flash, "model": model, "kv_heads": kv_heads}
+    if grad_acc is not None:
+        # Rows that hold the global batch of a planner question (micro x DP x accumulation).
+        c["grad_acc"] = grad_acc
+    return c
 
 
 # The grid, in run order. Consecutive single-GPU rows run side by side on a host with 2 GPUs.
@@ -116,6 +121,13 @@ GRID = [
     cfg("g2-gptnd-m16", 2, 16, model="gpt-nodropout"),
     cfg("g2-llama-m16", 2, 16, model="llama"),
     cfg("g2-llamagqa-m16", 2, 16, model="llama", kv_heads=4),
+    # Issue 18, third session, 2 x H200 at global batch 128: the planner's first choice (ZeRO-2,
+    # micro 32, accumulation 2), its neighbours, and today's default micro batch (1).
+    cfg("g2-dp2-z2-m32", 2, 32, zero=2, grad_acc=2),
+    cfg("g2-dp2-z1-m32", 2, 32, zero=1, grad_acc=2),
+    cfg("g2-dp2-z0-m32", 2, 32, zero=0, grad_acc=2),
+    cfg("g2-dp2-z1-m1", 2, 1),
+    cfg("g2-tp2-m32", 2, 32, tp=2),
 ]
 
 
@@ -151,7 +163,7 @@ def role_vars(c: Dict[str, Any], root: str, port: int) -> Dict[str, Any]:
         "megatron_job_pipeline_parallel": c["pp"],
         "megatron_job_no_pipeline_parallel": c["pp"] == 1,
         "megatron_job_micro_batch_size": c["micro"],
-        "megatron_job_global_batch_size": c["micro"] * data_parallel(c) * GRAD_ACC,
+        "megatron_job_global_batch_size": c["micro"] * data_parallel(c) * c.get("grad_acc", GRAD_ACC),
         "megatron_job_train_iters": TRAIN_ITERS,
         "megatron_job_lr_warmup_iters": 2,
         "megatron_job_log_interval": LOG_INTERVAL,
@@ -233,7 +245,7 @@ def cmd_render(args: argparse.Namespace) -> int:
             shutil.copy2(os.path.join(workdir, name), os.path.join(job, name))
         with open(os.path.join(job, "config.json"), "w") as handle:
             json.dump({"config": c, "vars": variables, "workdir": workdir,
-                       "train_iters": TRAIN_ITERS, "log_interval": LOG_INTERVAL, "grad_acc": GRAD_ACC,
+                       "train_iters": TRAIN_ITERS, "log_interval": LOG_INTERVAL, "grad_acc": c.get("grad_acc", GRAD_ACC),
                        "order": GRID.index(c)}, handle, indent=1)
         print("rendered %-20s -> %s (%d GPU, TP %d PP %d DP %d, ZeRO-%d, micro %d, global %d)" % (
             c["name"], job, c["gpus"], c["tp"], c["pp"], data_parallel(c), c["zero"], c["micro"],

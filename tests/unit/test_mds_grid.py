@@ -96,6 +96,7 @@ def test_batches_pair_single_gpu_jobs_only(gpus, ngpu, expected):
     (grid.cfg("x", 2, 16, pp=2), {"megatron_job_global_batch_size": 16 * grid.GRAD_ACC,
                                   "megatron_job_no_pipeline_parallel": False, "megatron_job_pipeline_parallel": 2}),
     (grid.cfg("x", 2, 16, tp=2), {"megatron_job_global_batch_size": 16 * grid.GRAD_ACC, "megatron_job_tensor_parallel": 2}),
+    (grid.cfg("x", 2, 32, zero=2, grad_acc=2), {"megatron_job_global_batch_size": 128, "megatron_job_zero_stage": 2}),
     # The job files themselves add --deepspeed-activation-checkpointing (the device rows passed it
     # as an extra argument before that fix): no extra argument is needed.
     (grid.cfg("x", 1, 16, recompute=True), {"megatron_job_activation_checkpointing": True,
