@@ -140,10 +140,12 @@ launcher:
   sample: {"pid": 4000, "alive": true}
 slurm:
   description:
-    - With O(slurm_job_id), what Slurm says about the job (C(module_utils/_slurm_job.py)
-      C(job_state)): C(state) (PENDING, RUNNING, COMPLETED, CANCELLED, TIMEOUT... or UNKNOWN),
-      C(alive), C(reason), C(exit_code), C(elapsed), C(nodes), C(batch_host), C(restarts) and
-      C(source) (squeue, sacct or scontrol). Empty without it.
+    - With O(slurm_job_id), what Slurm says about the job, from C(job_state) in
+      C(module_utils/_slurm_job.py).
+    - C(state) is PENDING, RUNNING, COMPLETED, CANCELLED, TIMEOUT and so on, or UNKNOWN; then
+      C(alive), C(reason), C(exit_code), C(elapsed), C(nodes), C(batch_host), C(restarts), and
+      C(source), the command that knew the job (squeue, sacct or scontrol).
+    - Empty without O(slurm_job_id).
   returned: always
   type: dict
   sample: {"job_id": "42", "state": "RUNNING", "alive": true, "nodes": "node[1-3]", "source": "squeue"}
