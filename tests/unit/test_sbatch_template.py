@@ -109,8 +109,7 @@ def test_sbatch_script_runs_the_ranks_with_train_sh_arguments(tmp_path, name, ov
     _exe(venv / "bin" / "scontrol", FAKE_SCONTROL)
     _exe(venv / "bin" / "python", FAKE_PYTHON)
     variables = sbatch_vars(job, profile, gpus, str(tmp_path / "logs"))
-    text = ENV.get_template("job.sbatch.j2").render(__megatron_launch_sbatch=variables,
-                                                   megatron_launch_job_name="sim-gpt")
+    text = ENV.get_template("job.sbatch.j2").render(__megatron_launch_sbatch=variables, megatron_launch_job_name="sim-gpt")
     script = tmp_path / "train.sbatch"
     script.write_text(text)
     assert text.startswith("#!/usr/bin/env bash\n#SBATCH --job-name=sim-gpt\n")
@@ -159,8 +158,8 @@ def test_a_requeued_burnin_adds_the_restart_arguments(tmp_path):
                      arg_groups=[["--steps", "5"]], restart_args=["--load", "/ck"], nccl_env_file="",
                      rank_command=_job_sbatch.rank_command(str(venv / "bin" / "python"), str(tmp_path / "burnin_gpt.py")))
     script = tmp_path / "burnin.sbatch"
-    script.write_text(ENV.get_template("job.sbatch.j2").render(__megatron_launch_sbatch=variables,
-                                                              megatron_launch_job_name="sim-gpt"))
+    template = ENV.get_template("job.sbatch.j2")
+    script.write_text(template.render(__megatron_launch_sbatch=variables, megatron_launch_job_name="sim-gpt"))
     for restarts, tail in (("0", ["--steps", "5"]), ("2", ["--steps", "5", "--load", "/ck"])):
         env = dict(os.environ, SLURM_JOB_ID="7", SLURM_JOB_NODELIST="node1", SLURM_RESTART_COUNT=restarts,
                    FAKE_SRUN_LOG=str(tmp_path / "srun"))
