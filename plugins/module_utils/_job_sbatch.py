@@ -41,11 +41,13 @@ _UNLIMITED = ("", "unlimited", "infinite")
 # The per-rank environment, from srun's own variables. LOCAL_SIZE is what the burn-in reads to
 # share the node's cores; LOCAL_WORLD_SIZE is torch's name for it. --local_rank=N goes last on
 # the command line, as DeepSpeed's launch.py passes it, so status.yml tells the local ranks apart
-# the same way under both backends.
+# the same way under both backends. The wrapper adds the interpreter's -u itself: srun's own
+# command line then holds `<python> <script>` without it, so the rank pattern of status and stop
+# (`<python> -u <script>`) matches the ranks only, not srun.
 RANK_WRAPPER = (
     'export RANK="${SLURM_PROCID}" WORLD_SIZE="${SLURM_NTASKS}" LOCAL_RANK="${SLURM_LOCALID}" '
     'LOCAL_SIZE="${SLURM_NTASKS_PER_NODE%%(*}" LOCAL_WORLD_SIZE="${SLURM_NTASKS_PER_NODE%%(*}"; '
-    'exec "$@" --local_rank="${SLURM_LOCALID}"'
+    'python="$1"; shift; exec "${python}" -u "$@" --local_rank="${SLURM_LOCALID}"'
 )
 
 
@@ -163,14 +165,14 @@ def srun_args(spec: Mapping[str, Any]) -> List[str]:
 
 
 def rank_command(python: str, script: str) -> List[str]:
-    """What srun starts on every task: the wrapper that sets the rank variables, then
+    """What srun starts on every task: the wrapper that sets the rank variables and execs
     ``<python> -u <script>`` (the job's arguments follow). ``-u``: unbuffered, as DeepSpeed's
     launch.py starts ranks, so the log is read live and the rank pattern of status and stop
-    matches under both backends."""
+    matches the ranks under both backends (and never srun, see RANK_WRAPPER)."""
     if not python or not script:
         raise JobError("rank_command: the venv's python and the script are both required (got %r, %r)"
                        % (python, script))
-    return ["/bin/bash", "-c", RANK_WRAPPER, "megatron-rank", str(python), "-u", str(script)]
+    return ["/bin/bash", "-c", RANK_WRAPPER, "megatron-rank", str(python), str(script)]
 
 
 def launch_summary(spec: Mapping[str, Any]) -> Dict[str, int]:

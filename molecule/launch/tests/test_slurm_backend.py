@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from launch_helpers import (BURNIN_DIR, LOG_DIR, NODES, RANKS_PER_NODE, WORKDIR, burnin_results, latest, node,
-                            playbook, ranks, status)
+from launch_helpers import (BURNIN_DIR, LOG_DIR, NODES, RANKS_PER_NODE, REAL_MDS, TRAIN_CKPT, WORKDIR,
+                            burnin_results, latest, node, playbook, ranks, status)
 
 SLURM = {"megatron_launch_backend": "slurm"}
 STOP_CKPT = BURNIN_DIR + "/checkpoints-slurm"
@@ -149,6 +149,31 @@ def test_a_node_drained_by_the_health_check_is_not_given_the_next_job():
         bad.run("cat > %s <<'EOF'\n%sEOF" % (HEALTH_CONFIG, original))
         bad.run(HEALTH)
     wait_for(all_idle, "node3 resumed by the health check")
+
+
+@pytest.mark.skipif(not REAL_MDS, reason="needs a Megatron-DeepSpeed checkout: set MEGATRON_DS_SRC")
+def test_pretrain_gpt_as_a_slurm_job_saves_on_scancel_and_resumes():
+    """The real pretrain_gpt.py (data from test_pretrain.py's prepare_data run) through train.sbatch."""
+    wait_for(all_idle, "3 idle Slurm nodes")
+    rc, output = playbook("train.yml", dict(SLURM, megatron_launch_wait=2))
+    assert rc == 0, output
+    first = record()
+    assert first["backend"] == "slurm" and first["command"] == WORKDIR + "/train.sbatch", first
+    rc, output = playbook("stop.yml")
+    assert rc == 0, output
+    assert "every rank saved on SIGTERM" in output
+    assert any("exiting program after receiving SIGTERM" in line for line in job_log(first))
+    tag = latest("node1", TRAIN_CKPT)
+    step = int(tag[len("global_step"):])
+    wait_for(all_idle, "3 idle Slurm nodes after the stop")
+    rc, output = playbook("train.yml", dict(SLURM, megatron_launch_wait=1))
+    assert rc == 0, output
+    assert "Resuming from %s/%s (TP 1, PP 1)" % (TRAIN_CKPT, tag) in output
+    lines = job_log(record())
+    assert any(re.search(r"successfully loaded checkpoint from %s .*at iteration %d\b" % (TRAIN_CKPT, step), line)
+               for line in lines), lines[-40:]
+    rc, output = playbook("stop.yml")
+    assert rc == 0, output
 
 
 BENCH = r'''

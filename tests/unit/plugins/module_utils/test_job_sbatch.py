@@ -4,9 +4,14 @@
 """Unit tables for the slurm launch backend's sbatch options (plugins/module_utils/_job_sbatch.py)."""
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+
 import pytest
 
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_sbatch as sb
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _launch
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job_schema import JobError
 from ansible_collections.megatron_ds.cluster.tests.unit.job_defaults import spec
 
@@ -97,8 +102,8 @@ def test_launch_summary(job, expected):
 
 
 @pytest.mark.parametrize("python, script, tail", [
-    ("/opt/megatron/venv/bin/python", "pretrain_gpt.py", ["/opt/megatron/venv/bin/python", "-u", "pretrain_gpt.py"]),
-    ("/v/bin/python", "/jobs/burnin/burnin_gpt.py", ["/v/bin/python", "-u", "/jobs/burnin/burnin_gpt.py"]),
+    ("/opt/megatron/venv/bin/python", "pretrain_gpt.py", ["/opt/megatron/venv/bin/python", "pretrain_gpt.py"]),
+    ("/v/bin/python", "/jobs/burnin/burnin_gpt.py", ["/v/bin/python", "/jobs/burnin/burnin_gpt.py"]),
 ])
 def test_rank_command(python, script, tail):
     command = sb.rank_command(python, script)
@@ -106,6 +111,28 @@ def test_rank_command(python, script, tail):
     assert command[4:] == tail
     for variable in ("RANK=\"${SLURM_PROCID}\"", "WORLD_SIZE=\"${SLURM_NTASKS}\"", "LOCAL_RANK=\"${SLURM_LOCALID}\""):
         assert variable in command[2]
+
+
+@pytest.mark.parametrize("script, args", [
+    ("pretrain_gpt.py", ["--num-layers", "2"]),
+    ("/opt/megatron/jobs/gpt/burnin/burnin_gpt.py", ["--steps", "20"]),
+])
+def test_the_rank_pattern_matches_the_ranks_and_not_srun(tmp_path, script, args):
+    """status.yml and stop.yml find ranks with rank_pattern(script): srun's own command line
+    (seen by them on the first node) must not count as a rank; the exec'd rank must."""
+    python = "/opt/megatron/venv/bin/python"
+    srun = " ".join(["srun"] + sb.srun_args(CPU_3X2) + sb.rank_command(python, script) + args)
+    pattern = re.compile(_launch.rank_pattern(script))
+    assert not pattern.search(srun), srun
+    # What the wrapper execs, run for real with a stand-in interpreter that prints its argv.
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho \"$0 $*\"\n")
+    fake.chmod(0o755)
+    env = dict(os.environ, SLURM_PROCID="3", SLURM_NTASKS="6", SLURM_LOCALID="1", SLURM_NTASKS_PER_NODE="2")
+    out = subprocess.run(sb.rank_command(str(fake), script) + args, env=env, capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "%s -u %s %s --local_rank=1" % (fake, script, " ".join(args))
+    assert pattern.search(out.replace(str(fake), python))
 
 
 @pytest.mark.parametrize("python, script", [("", "pretrain_gpt.py"), ("/v/bin/python", "")])
