@@ -72,7 +72,7 @@ def test_burnin_as_a_slurm_job_stops_with_scancel_and_the_resubmitted_job_resume
     assert "--gpus-per-node" not in script  # CPU ranks: no Gres asked
 
     report = {}
-    end = time.monotonic() + 300
+    end = time.monotonic() + 600
     while time.monotonic() < end:
         report = status()
         if report["state"] == "running" and (report["iteration"] or 0) >= 3:
