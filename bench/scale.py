@@ -86,10 +86,12 @@ class MemorySampler(threading.Thread):
 
 
 def scale_group_vars(directory: Path) -> None:
-    """inventories/sim's settings, with a global batch that data parallel 2 x N divides."""
-    (directory / "group_vars").mkdir()
-    (directory / "group_vars" / "all.yml").symlink_to(REPO / "inventories" / "sim" / "group_vars" / "all.yml")
-    (directory / "group_vars" / "megatron_nodes.yml").write_text(GROUP_VARS)
+    """inventories/sim's settings, with a global batch that data parallel 2 x N divides. Both in
+    group_vars/all/ (read in name order, the later file wins), since the job is also validated on
+    localhost, which is in no node group."""
+    (directory / "group_vars" / "all").mkdir(parents=True)
+    (directory / "group_vars" / "all" / "00-sim.yml").symlink_to(REPO / "inventories" / "sim" / "group_vars" / "all.yml")
+    (directory / "group_vars" / "all" / "10-scale.yml").write_text(GROUP_VARS)
 
 
 def preflight_rounds(nodes: List[int], prefix: str, args: argparse.Namespace, out: Path) -> List[pvp.SizeResult]:
@@ -154,11 +156,13 @@ def report(sizes: List[Size], peaks: Dict[str, float], preflight: List[pvp.SizeR
     mem_total = int(Path("/proc/meminfo").read_text().split()[1]) / 1024 / 1024
     lines = [f"scale benchmark, {time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs, {mem_total:.1f} GiB memory "
              "(controller and every simulated node share them)", "",
-             f"{'nodes':>5}  {'cold s':>7}  {'re-run s':>8}  {'re-run/cold':>11}  {'changed re-run':>14}  {'load':>5}"]
+             f"{'nodes':>5}  {'cold s':>7}  {'re-run s':>8}  {'re-run/cold':>11}  {'changed re-run':>14}  {'load':>5}"
+             f"  {'controller CPU s, cold / re-run':>31}"]
     for s in sizes:
         if s.cold and s.rerun:
             lines.append(f"{s.nodes:>5}  {s.cold.seconds:>7.1f}  {s.rerun.seconds:>8.1f}  "
-                         f"{s.rerun.seconds / s.cold.seconds:>11.3f}  {s.rerun.changed:>14}  {s.load_before:>5.1f}")
+                         f"{s.rerun.seconds / s.cold.seconds:>11.3f}  {s.rerun.changed:>14}  {s.load_before:>5.1f}"
+                         f"  {s.cold.controller_cpu:>15.1f} / {s.rerun.controller_cpu:<13.1f}")
         if s.error:
             lines.append(f"{s.nodes:>5}  FAILED: {s.error}")
     done = [s for s in sizes if s.rerun and not (s.error and not s.burnin)]
