@@ -117,7 +117,7 @@ def measure(nodes: int, burnin: bool, args: argparse.Namespace, out: Path, memor
             log(f"N={n}: burn-in, {n} x 2 ranks")
             report = out / f"N{n}-burnin.json"
             size.burnin = sr.run_playbook(REPO / "playbooks" / "burnin.yml", inventory, out / f"N{n}-burnin.log",
-                                          {"megatron_launch_burnin_dest": str(report)}, env=env)
+                                          {"megatron_launch_burnin_dest": str(report)}, env=env, prefix=prefix)
             size.burnin_report = json.loads(report.read_text()) if report.is_file() else None
             log(f"N={n}: burn-in {size.burnin.seconds:.1f} s, rc={size.burnin.returncode}")
             if size.burnin.returncode:
@@ -157,12 +157,13 @@ def report(sizes: List[Size], peaks: Dict[str, float], preflight: List[pvp.SizeR
     lines = [f"scale benchmark, {time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs, {mem_total:.1f} GiB memory "
              "(controller and every simulated node share them)", "",
              f"{'nodes':>5}  {'cold s':>7}  {'re-run s':>8}  {'re-run/cold':>11}  {'changed re-run':>14}  {'load':>5}"
-             f"  {'controller CPU s, cold / re-run':>31}"]
+             f"  {'CPU s, controller / nodes: cold':>31}  {'re-run':>13}"]
     for s in sizes:
         if s.cold and s.rerun:
             lines.append(f"{s.nodes:>5}  {s.cold.seconds:>7.1f}  {s.rerun.seconds:>8.1f}  "
                          f"{s.rerun.seconds / s.cold.seconds:>11.3f}  {s.rerun.changed:>14}  {s.load_before:>5.1f}"
-                         f"  {s.cold.controller_cpu:>15.1f} / {s.rerun.controller_cpu:<13.1f}")
+                         f"  {s.cold.controller_cpu:>23.1f} / {s.cold.node_cpu:<5.1f}"
+                         f"  {s.rerun.controller_cpu:>5.1f} / {s.rerun.node_cpu:<5.1f}")
         if s.error:
             lines.append(f"{s.nodes:>5}  FAILED: {s.error}")
     done = [s for s in sizes if s.rerun and not (s.error and not s.burnin)]
@@ -177,7 +178,8 @@ def report(sizes: List[Size], peaks: Dict[str, float], preflight: List[pvp.SizeR
     for s in sizes:
         if s.burnin and s.burnin_report:
             r = s.burnin_report
-            lines += ["", f"burn-in at N={s.nodes}: {r.get('world')} ranks, {s.burnin.seconds:.1f} s wall, loss "
+            lines += ["", f"burn-in at N={s.nodes}: {r.get('world')} ranks, {s.burnin.seconds:.1f} s wall, "
+                      f"nodes' CPU {s.burnin.node_cpu:.0f} s, loss "
                       f"{r.get('initial_loss')} -> {r.get('final_loss')}, {'passed' if r.get('passed') else 'FAILED'}"]
             for node, row in sorted(r.get("nodes", {}).items()):
                 lines.append(f"  {node:<16} {row.get('tokens_per_s') or 0:>9.1f} tokens/s  ({row.get('ranks')} ranks)")

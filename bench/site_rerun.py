@@ -51,6 +51,9 @@ class Run:
     # CPU seconds (user + system) of ansible-playbook and its children (the docker/ssh clients):
     # the controller's share. The modules run inside the nodes and are not in it.
     controller_cpu: float = 0.0
+    # CPU seconds the simulated nodes used during the run (their cgroups): the modules' share.
+    # On real hardware every node has its own CPUs; here they all share the controller's.
+    node_cpu: float = 0.0
 
 
 @dataclass
@@ -88,24 +91,53 @@ def ansible_playbook() -> str:
 
 
 def run_playbook(playbook: Path, inventory: Path, log_file: Path, extra: Optional[dict] = None,
-                 env: Optional[Dict[str, str]] = None, profile: bool = False) -> Run:
+                 env: Optional[Dict[str, str]] = None, profile: bool = False, prefix: Optional[str] = None) -> Run:
     """One timed ``ansible-playbook`` run; ``extra`` goes in as -e JSON, ``env`` on top of Ansible's
-    environment, and ``profile`` turns on ansible.posix.profile_tasks (every task, in run order)."""
+    environment, and ``profile`` turns on ansible.posix.profile_tasks (every task, in run order).
+    With ``prefix``, the CPU time of the simulated nodes <prefix>-node* is measured too."""
     full_env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
     if profile:
         full_env.update(ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks", PROFILE_TASKS_TASK_OUTPUT_LIMIT="all",
                         PROFILE_TASKS_SORT_ORDER="none")
     full_env.update(env or {})
     argv = [ansible_playbook(), "-i", str(inventory), str(playbook)] + (["-e", json.dumps(extra)] if extra else [])
+    nodes_before = nodes_cpu(prefix) if prefix else 0.0
     start, before = time.monotonic(), _children_cpu()
     proc = subprocess.run(argv, cwd=REPO, env=full_env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           check=False)
-    seconds = time.monotonic() - start
+    seconds, controller = time.monotonic() - start, _children_cpu() - before
+    node_cpu = nodes_cpu(prefix) - nodes_before if prefix else 0.0
     log_file.write_text("$ %s\n%s" % (" ".join(argv), proc.stdout))
     recap = parse_recap(proc.stdout)
     return Run(seconds=seconds, returncode=proc.returncode, changed=recap["changed"], failed=recap["failed"],
                unreachable=recap["unreachable"], hosts=recap["hosts"], log=_shown(log_file),
-               controller_cpu=_children_cpu() - before)
+               controller_cpu=controller, node_cpu=node_cpu)
+
+
+def nodes_cpu(prefix: str) -> float:
+    """CPU seconds used so far by the running containers <prefix>-node*, summed from their
+    cgroups (v1 cpuacct, or v2 cpu.stat under either cgroup driver); 0.0 where none is readable."""
+    try:
+        ids = subprocess.run(["docker", "ps", "-q", "--no-trunc", "--filter", "name=^%s-node" % prefix],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, check=False).stdout.split()
+    except OSError:
+        return 0.0
+    total = 0.0
+    for cid in ids:
+        for path in ("/sys/fs/cgroup/cpuacct/docker/%s/cpuacct.usage" % cid,
+                     "/sys/fs/cgroup/system.slice/docker-%s.scope/cpu.stat" % cid,
+                     "/sys/fs/cgroup/docker/%s/cpu.stat" % cid):
+            try:
+                text = Path(path).read_text()
+            except OSError:
+                continue
+            if path.endswith("cpuacct.usage"):
+                total += int(text.strip()) / 1e9
+            else:
+                usage = dict(line.split(None, 1) for line in text.splitlines() if " " in line)
+                total += int(usage.get("usage_usec", 0)) / 1e6
+            break
+    return total
 
 
 def _children_cpu() -> float:
@@ -161,7 +193,7 @@ def bench_size(nodes: int, playbook: Path, results_dir: Path, keep: bool, prefix
                 hook(f"N={nodes} {playbook.name} {phase}")
                 log(f"N={nodes}: {phase} run of {playbook.name}")
                 run = run_playbook(playbook, inventory, results_dir / f"N{nodes}-{phase}.log", env=env,
-                                   profile=profile_rerun and phase == "rerun")
+                                   profile=profile_rerun and phase == "rerun", prefix=prefix)
                 setattr(result, phase, run)
                 log(f"N={nodes}: {phase} {run.seconds:.1f} s, changed={run.changed}, rc={run.returncode}")
                 if run.returncode != 0 or run.failed or run.unreachable:
