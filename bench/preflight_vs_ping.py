@@ -33,7 +33,9 @@ With --baseline REF (a commit, e.g. main), the same rounds also run REF's playbo
 with REF's own plugins (unpacked with `git archive` under the results directory), so a change is
 measured before and after, side by side, on the same nodes and under the same load.
 
-    bench/preflight_vs_ping.py [--nodes 1 3 6] [--repeat 3] [--stack full|bare] [--baseline REF] [--keep]
+    bench/preflight_vs_ping.py [--nodes 1 3 6] [--repeat 3] [--stack full|bare] [--baseline REF] [--no-import] [--keep]
+
+bench/scale.py calls time_rounds() on the nodes it provisioned with site.yml.
 """
 from __future__ import annotations
 
@@ -156,6 +158,13 @@ def measure(size: int, args: argparse.Namespace, out: Path) -> SizeResult:
         for playbook in ("prepare.yml", "converge.yml"):
             run([tool("ansible-playbook"), "-i", str(inventory), str(SCENARIO / playbook)], logfile)
         result.provision_seconds = time.monotonic() - started
+    time_rounds(result, inventory, args, logfile)
+    return result
+
+
+def time_rounds(result: SizeResult, inventory: Path, args: argparse.Namespace, logfile: Path) -> SizeResult:
+    """The warm-up and the timed rounds on the nodes of ``inventory`` (already provisioned).
+    ``args``: repeat, baseline_tree (or None) and no_import (skip the import-mode commands)."""
     adhoc = [tool("ansible"), "megatron_nodes", "-i", str(inventory)]
     facts = adhoc + ["-m", "megatron_ds.cluster.gpu_stack_facts", "--become", "-a"]
     commands = {
@@ -170,12 +179,15 @@ def measure(size: int, args: argparse.Namespace, out: Path) -> SizeResult:
         "preflight_import": ([tool("ansible-playbook"), "-i", str(inventory), str(REPO / "playbooks" / "preflight.yml"),
                               "-e", "preflight_python_probe=import"], False),
     }
+    if getattr(args, "no_import", False):
+        del commands["facts_import"], commands["preflight_import"]
     trees: Dict[str, Optional[Path]] = {name: None for name in commands}
     if args.baseline_tree:
         commands["preflight_baseline"] = ([tool("ansible-playbook"), "-i", str(inventory),
                                            str(args.baseline_tree / "playbooks" / "preflight.yml"),
                                            "-e", "preflight_python_probe=files"], False)
         trees["preflight_baseline"] = args.baseline_tree
+    size = result.nodes
     log(f"{size} node(s): warming up")
     for name, (argv, check) in commands.items():
         run(argv, logfile, check=check, tree=trees[name])
@@ -185,6 +197,15 @@ def measure(size: int, args: argparse.Namespace, out: Path) -> SizeResult:
         for name, (argv, check) in commands.items():
             result.runs[name].append(run(argv, logfile, check=check, tree=trees[name]))
     return result
+
+
+def unpack_baseline(ref: str, out: Path) -> Path:
+    """REF's tree, plugins included (.collections links back to its root), unpacked once under ``out``."""
+    tree = out / "baseline"
+    tree.mkdir()
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", ref], stdout=subprocess.PIPE, check=True)
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    return tree
 
 
 def fmt(values: List[Timed]) -> str:
@@ -225,19 +246,15 @@ def main() -> int:
     parser.add_argument("--prefix", default="pfbench")
     parser.add_argument("--keep", action="store_true", help="leave the simulated nodes running")
     parser.add_argument("--baseline", metavar="REF", help="also time REF's playbooks/preflight.yml (e.g. main)")
+    parser.add_argument("--no-import", action="store_true",
+                        help="skip the python_probe=import commands (the slowest; not held to the goal)")
     args = parser.parse_args()
     if args.repeat < 1 or min(args.nodes) < 1:
         parser.error("--repeat and every --nodes value must be at least 1")
 
     out = REPO / "bench" / "results" / time.strftime("preflight_vs_ping-%Y%m%d-%H%M%S")
     out.mkdir(parents=True)
-    args.baseline_tree = None
-    if args.baseline:
-        # REF's tree, plugins included (.collections links back to its root), unpacked once.
-        args.baseline_tree = out / "baseline"
-        args.baseline_tree.mkdir()
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", args.baseline], stdout=subprocess.PIPE, check=True)
-        subprocess.run(["tar", "-x", "-C", str(args.baseline_tree)], input=archive.stdout, check=True)
+    args.baseline_tree = unpack_baseline(args.baseline, out) if args.baseline else None
     results: List[SizeResult] = []
     try:
         # Ascending: sim-cluster grows the cluster, and the playbooks provision only new nodes.

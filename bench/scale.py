@@ -10,13 +10,19 @@ scale<N>), then times:
   * at the largest size, the burn-in (playbooks/burnin.yml, 2 CPU ranks per node: 8 x 2 = 16
     ranks through DeepSpeed's launcher over pdsh), with its tokens/s per node;
 
-and samples the machine's memory throughout (every simulated node shares it). It then runs
-bench/preflight_vs_ping.py --nodes 1 3 8 as it is (its own nodes, provisioned by
-molecule/preflight_drift) and prints one report: cold, re-run, re-run/cold, the re-run at N=8
-against N=1 (goal <= 1.3x), the tasks that grew most, the burn-in, the memory peak and the
-preflight/ping table. Logs and summary.json go to bench/results/scale-<time>/.
+  * at the largest size, on the same provisioned nodes, bench/preflight_vs_ping.py's rounds
+    (ping, the facts call, playbooks/preflight.yml; with --baseline REF also REF's preflight.yml
+    side by side) for the first N nodes, for every N of --preflight-nodes (default 1, 3, 8);
 
-    bench/scale.py [--nodes 1 8] [--preflight-nodes 1 3 8] [--repeat 3] [--skip-preflight] [--skip-burnin] [--keep]
+and samples the machine's memory throughout (every simulated node shares it). It prints one
+report: cold, re-run, re-run/cold, the re-run at N=8 against N=1 (goal <= 1.3x), the tasks that
+grew most, the burn-in, the memory peak and the preflight/ping table (goal <= 1.5x). Logs and
+summary.json go to bench/results/scale-<time>/. The cluster helpers (a size's fresh nodes, the
+timed playbook runs, profile_tasks) are bench/site_rerun.py's, the preflight rounds
+bench/preflight_vs_ping.py's.
+
+    bench/scale.py [--nodes 1 8] [--preflight-nodes 1 3 8] [--repeat 3] [--baseline REF]
+                   [--skip-preflight] [--skip-burnin] [--keep]
 
 The nodes use inventories/sim/group_vars (the `cpu` profile, the tiny job) with a global batch of
 16, which divides into data parallel 2 x N for N = 1, 2, 4 and 8.
@@ -26,47 +32,30 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
-REPO = Path(__file__).resolve().parents[1]
-SIM_CLUSTER = REPO / "scripts" / "sim-cluster"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import preflight_vs_ping as pvp  # noqa: E402  (bench/ is no package: its scripts import each other by path)
+import site_rerun as sr  # noqa: E402
+
+REPO = sr.REPO
 GOAL_RERUN_GROWTH = 1.3
-RECAP = re.compile(r"^(?P<host>\S+)\s*:\s*ok=\d+\s+changed=(?P<changed>\d+)\s+unreachable=(?P<unreachable>\d+)"
-                   r"\s+failed=(?P<failed>\d+)", re.M)
-# ansible.posix.profile_tasks' closing list: "<role : task name> ----- 1.23s"
-PROFILE = re.compile(r"^(?P<task>\S.*?) -{3,} (?P<seconds>\d+\.\d+)s\s*$", re.M)
 GROUP_VARS = "---\n# Written by bench/scale.py: data parallel is 2 x N; 16 divides it for N = 1, 2, 4, 8.\n" \
              "megatron_job_global_batch_size: 16\n"
-
-
-def log(msg: str) -> None:
-    print(f"bench: {msg}", file=sys.stderr, flush=True)
-
-
-@dataclass
-class Timed:
-    seconds: float
-    returncode: int
-    changed: int = 0
-    failed: int = 0
-    unreachable: int = 0
-    log: str = ""
+log = sr.log
 
 
 @dataclass
 class Size:
     nodes: int
-    cold: Optional[Timed] = None
-    rerun: Optional[Timed] = None
-    burnin: Optional[Timed] = None
+    cold: Optional[sr.Run] = None
+    rerun: Optional[sr.Run] = None
+    burnin: Optional[sr.Run] = None
     burnin_report: Optional[dict] = None
     rerun_tasks: Dict[str, float] = field(default_factory=dict)
     load_before: float = 0.0
@@ -96,98 +85,60 @@ class MemorySampler(threading.Thread):
         self._stop.set()
 
 
-def tool(name: str) -> str:
-    local = Path(sys.executable).parent / name
-    return str(local) if local.exists() else name
+def scale_group_vars(directory: Path) -> None:
+    """inventories/sim's settings, with a global batch that data parallel 2 x N divides. Both in
+    group_vars/all/ (read in name order, the later file wins), since the job is also validated on
+    localhost, which is in no node group."""
+    (directory / "group_vars" / "all").mkdir(parents=True)
+    (directory / "group_vars" / "all" / "00-sim.yml").symlink_to(REPO / "inventories" / "sim" / "group_vars" / "all.yml")
+    (directory / "group_vars" / "all" / "10-scale.yml").write_text(GROUP_VARS)
 
 
-def playbook(path: str, inventory: Path, logfile: Path, extra: Optional[dict] = None, profile: bool = False) -> Timed:
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1",
-               # ansible.cfg's fact cache (jsonfile, gathering=smart), as a user's re-run has it, but
-               # one per run of this bench: fresh nodes must not inherit another run's facts.
-               ANSIBLE_CACHE_PLUGIN_CONNECTION=str(logfile.parent / "facts"))
-    if profile:
-        env.update(ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks", PROFILE_TASKS_TASK_OUTPUT_LIMIT="all",
-                   PROFILE_TASKS_SORT_ORDER="none")
-    argv = [tool("ansible-playbook"), "-i", str(inventory), path] + (["-e", json.dumps(extra)] if extra else [])
-    started = time.monotonic()
-    proc = subprocess.run(argv, cwd=REPO, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          check=False)
-    seconds = time.monotonic() - started
-    logfile.write_text("$ %s\n%s" % (" ".join(argv), proc.stdout))
-    per_host = {m.group("host"): m for m in RECAP.finditer(proc.stdout)}
-    return Timed(seconds, proc.returncode, sum(int(m.group("changed")) for m in per_host.values()),
-                 sum(int(m.group("failed")) for m in per_host.values()),
-                 sum(int(m.group("unreachable")) for m in per_host.values()), str(logfile.relative_to(REPO)))
+def preflight_rounds(nodes: List[int], prefix: str, args: argparse.Namespace, out: Path) -> List[pvp.SizeResult]:
+    """preflight_vs_ping's rounds on the first N nodes of the provisioned cluster, for each N."""
+    results = []
+    for n in sorted(set(nodes)):
+        directory = out / f"preflight-inventory-{n}"
+        directory.mkdir()
+        scale_group_vars(directory)
+        inventory = directory / "hosts.yml"
+        sr.sim_cluster("inventory", "--nodes", str(n), "--prefix", prefix, "--output", str(inventory))
+        results.append(pvp.time_rounds(pvp.SizeResult(nodes=n), inventory, args, out / f"preflight-{n}.log"))
+    return results
 
 
-def task_times(logfile: Path) -> Dict[str, float]:
-    """profile_tasks' per-task seconds (a task seen twice, e.g. in two plays, sums)."""
-    times: Dict[str, float] = {}
-    for m in PROFILE.finditer(logfile.read_text()):
-        times[m.group("task")] = times.get(m.group("task"), 0.0) + float(m.group("seconds"))
-    return times
-
-
-def sim(*args: str) -> None:
-    subprocess.run([sys.executable, str(SIM_CLUSTER), *args], cwd=REPO, check=True, stdout=subprocess.DEVNULL)
-
-
-def measure(nodes: int, burnin: bool, out: Path, memory: MemorySampler, keep: bool) -> Size:
-    size = Size(nodes, load_before=os.getloadavg()[0])
+def measure(nodes: int, burnin: bool, args: argparse.Namespace, out: Path, memory: "MemorySampler") -> Size:
+    size = Size(nodes)
     prefix = f"scale{nodes}"
-    with tempfile.TemporaryDirectory(prefix=f"{prefix}-inv-") as tmp:
-        inventory = Path(tmp) / "hosts.yml"
-        (Path(tmp) / "group_vars").mkdir()
-        (Path(tmp) / "group_vars" / "all.yml").symlink_to(REPO / "inventories" / "sim" / "group_vars" / "all.yml")
-        (Path(tmp) / "group_vars" / "megatron_nodes.yml").write_text(GROUP_VARS)
-        try:
-            memory.phase = f"N={nodes} start"
-            log(f"N={nodes}: starting {nodes} node(s) (prefix {prefix})")
-            sim("up", "--nodes", str(nodes), "--prefix", prefix, "--inventory", str(inventory))
-            for phase in ("cold", "rerun"):
-                memory.phase = f"N={nodes} site.yml {phase}"
-                log(f"N={nodes}: site.yml {phase}")
-                run = playbook("site.yml", inventory, out / f"N{nodes}-site-{phase}.log", profile=phase == "rerun")
-                setattr(size, phase, run)
-                log(f"N={nodes}: site.yml {phase} {run.seconds:.1f} s, changed={run.changed}, rc={run.returncode}")
-                if run.returncode or run.failed or run.unreachable:
-                    size.error = f"site.yml {phase} failed (rc {run.returncode}); see {run.log}"
-                    return size
-            size.rerun_tasks = task_times(out / f"N{nodes}-site-rerun.log")
-            if burnin:
-                memory.phase = f"N={nodes} burn-in"
-                log(f"N={nodes}: burn-in, {nodes} x 2 ranks")
-                report = out / f"N{nodes}-burnin.json"
-                size.burnin = playbook("playbooks/burnin.yml", inventory, out / f"N{nodes}-burnin.log",
-                                       {"megatron_launch_burnin_dest": str(report)})
-                size.burnin_report = json.loads(report.read_text()) if report.is_file() else None
-                if size.burnin.returncode:
-                    size.error = f"burn-in failed (rc {size.burnin.returncode}); see {size.burnin.log}"
-        except subprocess.CalledProcessError as exc:
-            size.error = f"sim-cluster failed: {exc}"
-        finally:
-            if not keep:
-                sim("down", "--prefix", prefix)
+
+    def after(n: int, inventory: Path, result: sr.SizeResult) -> None:
+        if burnin:
+            memory.phase = f"N={n} burn-in"
+            log(f"N={n}: burn-in, {n} x 2 ranks")
+            report = out / f"N{n}-burnin.json"
+            size.burnin = sr.run_playbook(REPO / "playbooks" / "burnin.yml", inventory, out / f"N{n}-burnin.log",
+                                          {"megatron_launch_burnin_dest": str(report)}, env=env, prefix=prefix)
+            size.burnin_report = json.loads(report.read_text()) if report.is_file() else None
+            log(f"N={n}: burn-in {size.burnin.seconds:.1f} s, rc={size.burnin.returncode}")
+            if size.burnin.returncode:
+                size.error = f"burn-in failed (rc {size.burnin.returncode}); see {size.burnin.log}"
+        if args.preflight_here:
+            memory.phase = "preflight vs ping"
+            args.preflight_results = preflight_rounds([p for p in args.preflight_nodes if p <= n], prefix, args, out)
+
+    def phase(name: str) -> None:
+        memory.phase = name
+
+    # ansible.cfg's fact cache (jsonfile, gathering=smart), as a user's re-run has it, but one per
+    # size: fresh nodes must not inherit another run's facts.
+    env = {"ANSIBLE_CACHE_PLUGIN_CONNECTION": str(out / f"facts-{nodes}")}
+    result = sr.bench_size(nodes, REPO / "site.yml", out, args.keep, prefix=prefix, group_vars=scale_group_vars,
+                           profile_rerun=True, env=env, after=after, phase_hook=phase)
+    size.cold, size.rerun, size.load_before = result.cold, result.rerun, result.load_before
+    size.error = result.error or size.error
+    if result.rerun:
+        size.rerun_tasks = sr.task_times((out / f"N{nodes}-rerun.log").read_text())
     return size
-
-
-def preflight_vs_ping(nodes: List[int], repeat: int, out: Path) -> Optional[dict]:
-    """bench/preflight_vs_ping.py as it is; its summary.json."""
-    before = set((REPO / "bench" / "results").glob("preflight_vs_ping-*"))
-    argv = [sys.executable, str(REPO / "bench" / "preflight_vs_ping.py"), "--nodes", *map(str, nodes),
-            "--repeat", str(repeat)]
-    log("preflight vs ping: " + " ".join(argv[1:]))
-    proc = subprocess.run(argv, cwd=REPO, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False)
-    (out / "preflight_vs_ping.log").write_text(proc.stdout)
-    new = sorted(set((REPO / "bench" / "results").glob("preflight_vs_ping-*")) - before)
-    summary = new[-1] / "summary.json" if new else None
-    if proc.returncode or not summary or not summary.is_file():
-        log(f"preflight_vs_ping failed (rc {proc.returncode}); see {out / 'preflight_vs_ping.log'}")
-        return None
-    data = json.loads(summary.read_text())
-    data["table"] = (new[-1] / "table.txt").read_text()
-    return data
 
 
 def growth(base: Size, big: Size, top: int = 12) -> List[str]:
@@ -201,15 +152,18 @@ def growth(base: Size, big: Size, top: int = 12) -> List[str]:
             for d, t, b, s in rows[:top]]
 
 
-def report(sizes: List[Size], peaks: Dict[str, float], preflight: Optional[dict]) -> str:
+def report(sizes: List[Size], peaks: Dict[str, float], preflight: List[pvp.SizeResult], repeat: int) -> str:
     mem_total = int(Path("/proc/meminfo").read_text().split()[1]) / 1024 / 1024
     lines = [f"scale benchmark, {time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs, {mem_total:.1f} GiB memory "
              "(controller and every simulated node share them)", "",
-             f"{'nodes':>5}  {'cold s':>7}  {'re-run s':>8}  {'re-run/cold':>11}  {'changed re-run':>14}  {'load':>5}"]
+             f"{'nodes':>5}  {'cold s':>7}  {'re-run s':>8}  {'re-run/cold':>11}  {'changed re-run':>14}  {'load':>5}"
+             f"  {'CPU s, controller / nodes: cold':>31}  {'re-run':>13}"]
     for s in sizes:
         if s.cold and s.rerun:
             lines.append(f"{s.nodes:>5}  {s.cold.seconds:>7.1f}  {s.rerun.seconds:>8.1f}  "
-                         f"{s.rerun.seconds / s.cold.seconds:>11.3f}  {s.rerun.changed:>14}  {s.load_before:>5.1f}")
+                         f"{s.rerun.seconds / s.cold.seconds:>11.3f}  {s.rerun.changed:>14}  {s.load_before:>5.1f}"
+                         f"  {s.cold.controller_cpu:>23.1f} / {s.cold.node_cpu:<5.1f}"
+                         f"  {s.rerun.controller_cpu:>5.1f} / {s.rerun.node_cpu:<5.1f}")
         if s.error:
             lines.append(f"{s.nodes:>5}  FAILED: {s.error}")
     done = [s for s in sizes if s.rerun and not (s.error and not s.burnin)]
@@ -224,7 +178,8 @@ def report(sizes: List[Size], peaks: Dict[str, float], preflight: Optional[dict]
     for s in sizes:
         if s.burnin and s.burnin_report:
             r = s.burnin_report
-            lines += ["", f"burn-in at N={s.nodes}: {r.get('world')} ranks, {s.burnin.seconds:.1f} s wall, loss "
+            lines += ["", f"burn-in at N={s.nodes}: {r.get('world')} ranks, {s.burnin.seconds:.1f} s wall, "
+                      f"nodes' CPU {s.burnin.node_cpu:.0f} s, loss "
                       f"{r.get('initial_loss')} -> {r.get('final_loss')}, {'passed' if r.get('passed') else 'FAILED'}"]
             for node, row in sorted(r.get("nodes", {}).items()):
                 lines.append(f"  {node:<16} {row.get('tokens_per_s') or 0:>9.1f} tokens/s  ({row.get('ranks')} ranks)")
@@ -232,41 +187,53 @@ def report(sizes: List[Size], peaks: Dict[str, float], preflight: Optional[dict]
         lines += ["", "memory used on the machine, peak per phase (GiB of %.1f):" % mem_total]
         lines += [f"  {phase:<28} {peak:5.1f}" for phase, peak in peaks.items()]
     if preflight:
-        lines += ["", "bench/preflight_vs_ping.py (as it is):", preflight["table"].rstrip()]
+        lines += ["", "preflight vs ping on the first N provisioned nodes (bench/preflight_vs_ping.py's rounds):",
+                  pvp.table(preflight, "site.yml", repeat)]
     return "\n".join(lines)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--nodes", type=int, nargs="+", default=[1, 8], help="sizes; the burn-in runs at the largest")
-    p.add_argument("--preflight-nodes", type=int, nargs="+", default=[1, 3, 8])
-    p.add_argument("--repeat", type=int, default=3, help="rounds of preflight_vs_ping.py")
+    p.add_argument("--nodes", type=int, nargs="+", default=[1, 8],
+                   help="sizes; the burn-in and the preflight rounds run at the largest")
+    p.add_argument("--preflight-nodes", type=int, nargs="+", default=[1, 3, 8],
+                   help="preflight vs ping on the first N nodes of the largest size, for each N")
+    p.add_argument("--repeat", type=int, default=3, help="timed preflight vs ping rounds per N")
+    p.add_argument("--baseline", metavar="REF", help="also time REF's playbooks/preflight.yml (e.g. main)")
+    p.add_argument("--with-import", action="store_true", help="also time python_probe=import (slow)")
     p.add_argument("--skip-preflight", action="store_true")
     p.add_argument("--skip-burnin", action="store_true", help="no burn-in at the largest size")
     p.add_argument("--keep", action="store_true", help="leave the nodes running")
     args = p.parse_args(argv)
-    if min(args.nodes) < 1 or min(args.preflight_nodes) < 1:
-        p.error("every size must be at least 1")
+    if min(args.nodes) < 1 or min(args.preflight_nodes) < 1 or args.repeat < 1:
+        p.error("every size and --repeat must be at least 1")
+    if not args.skip_preflight and max(args.preflight_nodes) > max(args.nodes):
+        p.error("--preflight-nodes %s: the largest is more than the largest --nodes (%d)"
+                % (args.preflight_nodes, max(args.nodes)))
     out = REPO / "bench" / "results" / time.strftime("scale-%Y%m%d-%H%M%S")
     out.mkdir(parents=True)
+    args.baseline_tree = pvp.unpack_baseline(args.baseline, out) if args.baseline else None
+    args.no_import = not args.with_import
+    args.preflight_results = []
     memory = MemorySampler()
     memory.start()
-    sizes = [measure(n, n == max(args.nodes) and not args.skip_burnin, out, memory, args.keep)
-             for n in sorted(set(args.nodes))]
-    preflight = None
-    if not args.skip_preflight:
-        memory.phase = "preflight_vs_ping"
-        preflight = preflight_vs_ping(args.preflight_nodes, args.repeat, out)
+    sizes = []
+    for n in sorted(set(args.nodes)):
+        args.preflight_here = n == max(args.nodes) and not args.skip_preflight
+        sizes.append(measure(n, n == max(args.nodes) and not args.skip_burnin, args, out, memory))
     memory.stop()
-    text = report(sizes, memory.peaks, preflight)
+    text = report(sizes, memory.peaks, args.preflight_results, args.repeat)
     print(text)
     (out / "summary.txt").write_text(text + "\n")
     (out / "summary.json").write_text(json.dumps({
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "cpus": os.cpu_count(),
-        "sizes": [asdict(s) for s in sizes], "memory_peaks_gib": memory.peaks, "preflight_vs_ping": preflight,
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "cpus": os.cpu_count(), "command": " ".join(sys.argv),
+        "baseline": args.baseline, "sizes": [asdict(s) for s in sizes], "memory_peaks_gib": memory.peaks,
+        "preflight_vs_ping": [dict(asdict(r), medians={name: r.median(name) for name in pvp.COMMANDS}, ratio=r.ratio,
+                                   ratio_baseline=r.ratio_of("preflight_baseline")) for r in args.preflight_results],
     }, indent=2) + "\n")
     log(f"logs and summary in {out.relative_to(REPO)}")
-    return 1 if any(s.error for s in sizes) or (not args.skip_preflight and preflight is None) else 0
+    missing_preflight = not args.skip_preflight and not args.preflight_results
+    return 1 if any(s.error for s in sizes) or missing_preflight else 0
 
 
 if __name__ == "__main__":

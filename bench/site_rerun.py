@@ -19,13 +19,14 @@ import argparse
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 REPO = Path(__file__).resolve().parents[1]
 SIM_CLUSTER = REPO / "scripts" / "sim-cluster"
@@ -34,6 +35,8 @@ RECAP = re.compile(
     r"\s+failed=(?P<failed>\d+)",
     re.M,
 )
+# ansible.posix.profile_tasks' closing list: "<role : task name> ----- 1.23s"
+PROFILE = re.compile(r"^(?P<task>\S.*?) -{3,} (?P<seconds>\d+\.\d+)s\s*$", re.M)
 
 
 @dataclass
@@ -45,6 +48,12 @@ class Run:
     unreachable: int
     hosts: int
     log: str
+    # CPU seconds (user + system) of ansible-playbook and its children (the docker/ssh clients):
+    # the controller's share. The modules run inside the nodes and are not in it.
+    controller_cpu: float = 0.0
+    # CPU seconds the simulated nodes used during the run (their cgroups): the modules' share.
+    # On real hardware every node has its own CPUs; here they all share the controller's.
+    node_cpu: float = 0.0
 
 
 @dataclass
@@ -81,18 +90,67 @@ def ansible_playbook() -> str:
     return str(local) if local.exists() else "ansible-playbook"
 
 
-def run_playbook(playbook: Path, inventory: Path, log_file: Path) -> Run:
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
-    start = time.monotonic()
-    proc = subprocess.run(
-        [ansible_playbook(), "-i", str(inventory), str(playbook)],
-        cwd=REPO, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False,
-    )
-    seconds = time.monotonic() - start
-    log_file.write_text(proc.stdout)
+def run_playbook(playbook: Path, inventory: Path, log_file: Path, extra: Optional[dict] = None,
+                 env: Optional[Dict[str, str]] = None, profile: bool = False, prefix: Optional[str] = None) -> Run:
+    """One timed ``ansible-playbook`` run; ``extra`` goes in as -e JSON, ``env`` on top of Ansible's
+    environment, and ``profile`` turns on ansible.posix.profile_tasks (every task, in run order).
+    With ``prefix``, the CPU time of the simulated nodes <prefix>-node* is measured too."""
+    full_env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
+    if profile:
+        full_env.update(ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks", PROFILE_TASKS_TASK_OUTPUT_LIMIT="all",
+                        PROFILE_TASKS_SORT_ORDER="none")
+    full_env.update(env or {})
+    argv = [ansible_playbook(), "-i", str(inventory), str(playbook)] + (["-e", json.dumps(extra)] if extra else [])
+    nodes_before = nodes_cpu(prefix) if prefix else 0.0
+    start, before = time.monotonic(), _children_cpu()
+    proc = subprocess.run(argv, cwd=REPO, env=full_env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          check=False)
+    seconds, controller = time.monotonic() - start, _children_cpu() - before
+    node_cpu = nodes_cpu(prefix) - nodes_before if prefix else 0.0
+    log_file.write_text("$ %s\n%s" % (" ".join(argv), proc.stdout))
     recap = parse_recap(proc.stdout)
     return Run(seconds=seconds, returncode=proc.returncode, changed=recap["changed"], failed=recap["failed"],
-               unreachable=recap["unreachable"], hosts=recap["hosts"], log=_shown(log_file))
+               unreachable=recap["unreachable"], hosts=recap["hosts"], log=_shown(log_file),
+               controller_cpu=controller, node_cpu=node_cpu)
+
+
+def nodes_cpu(prefix: str) -> float:
+    """CPU seconds used so far by the running containers <prefix>-node*, summed from their
+    cgroups (v1 cpuacct, or v2 cpu.stat under either cgroup driver); 0.0 where none is readable."""
+    try:
+        ids = subprocess.run(["docker", "ps", "-q", "--no-trunc", "--filter", "name=^%s-node" % prefix],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, check=False).stdout.split()
+    except OSError:
+        return 0.0
+    total = 0.0
+    for cid in ids:
+        for path in ("/sys/fs/cgroup/cpuacct/docker/%s/cpuacct.usage" % cid,
+                     "/sys/fs/cgroup/system.slice/docker-%s.scope/cpu.stat" % cid,
+                     "/sys/fs/cgroup/docker/%s/cpu.stat" % cid):
+            try:
+                text = Path(path).read_text()
+            except OSError:
+                continue
+            if path.endswith("cpuacct.usage"):
+                total += int(text.strip()) / 1e9
+            else:
+                usage = dict(line.split(None, 1) for line in text.splitlines() if " " in line)
+                total += int(usage.get("usage_usec", 0)) / 1e6
+            break
+    return total
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def task_times(output: str) -> Dict[str, float]:
+    """profile_tasks' seconds per task name (a name met more than once, e.g. in two plays, sums)."""
+    times: Dict[str, float] = {}
+    for m in PROFILE.finditer(output):
+        times[m.group("task")] = times.get(m.group("task"), 0.0) + float(m.group("seconds"))
+    return times
 
 
 def _shown(path: Path) -> str:
@@ -103,27 +161,46 @@ def _shown(path: Path) -> str:
 
 
 def sim_cluster(*args: str) -> None:
-    subprocess.run([sys.executable, str(SIM_CLUSTER), *args], cwd=REPO, check=True)
+    subprocess.run([sys.executable, str(SIM_CLUSTER), *args], cwd=REPO, check=True, stdout=subprocess.DEVNULL)
 
 
-def bench_size(nodes: int, playbook: Path, results_dir: Path, keep: bool) -> SizeResult:
-    prefix = f"bench{nodes}"
+# What a size's inventory directory gets beside hosts.yml (default: inventories/sim/group_vars),
+# and what runs on the nodes after the re-run, before they are torn down.
+GroupVars = Callable[[Path], None]
+After = Callable[[int, Path, "SizeResult"], None]
+
+
+def sim_group_vars(directory: Path) -> None:
+    """group_vars next to the inventory: the simulated cluster's settings apply to these nodes too."""
+    (directory / "group_vars").symlink_to(REPO / "inventories" / "sim" / "group_vars")
+
+
+def bench_size(nodes: int, playbook: Path, results_dir: Path, keep: bool, prefix: Optional[str] = None,
+               group_vars: GroupVars = sim_group_vars, profile_rerun: bool = False, env: Optional[Dict[str, str]] = None,
+               after: Optional[After] = None, phase_hook: Optional[Callable[[str], None]] = None) -> SizeResult:
+    """Fresh nodes, the playbook cold then again, ``after`` (if given), then teardown (unless keep)."""
+    prefix = prefix or f"bench{nodes}"
     result = SizeResult(nodes=nodes, load_before=os.getloadavg()[0])
+    hook = phase_hook or (lambda _phase: None)
     with tempfile.TemporaryDirectory(prefix=f"{prefix}-inv-") as tmp:
         inventory = Path(tmp) / "hosts.yml"
-        # group_vars next to the inventory: the simulated cluster's settings apply to these nodes too.
-        (Path(tmp) / "group_vars").symlink_to(REPO / "inventories" / "sim" / "group_vars")
+        group_vars(Path(tmp))
         try:
+            hook(f"N={nodes} start")
             log(f"N={nodes}: starting {nodes} node(s) (prefix {prefix})")
             sim_cluster("up", "--nodes", str(nodes), "--prefix", prefix, "--inventory", str(inventory))
             for phase in ("cold", "rerun"):
+                hook(f"N={nodes} {playbook.name} {phase}")
                 log(f"N={nodes}: {phase} run of {playbook.name}")
-                run = run_playbook(playbook, inventory, results_dir / f"N{nodes}-{phase}.log")
+                run = run_playbook(playbook, inventory, results_dir / f"N{nodes}-{phase}.log", env=env,
+                                   profile=profile_rerun and phase == "rerun", prefix=prefix)
                 setattr(result, phase, run)
                 log(f"N={nodes}: {phase} {run.seconds:.1f} s, changed={run.changed}, rc={run.returncode}")
                 if run.returncode != 0 or run.failed or run.unreachable:
                     result.error = f"{phase} run failed (rc={run.returncode}); see {run.log}"
                     break
+            if after is not None and not result.error:
+                after(nodes, inventory, result)
         except subprocess.CalledProcessError as exc:
             result.error = f"sim-cluster failed: {exc}"
         finally:

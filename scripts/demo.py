@@ -210,9 +210,26 @@ def recap_hosts(output: str) -> List[str]:
 
 
 def preflight_verdict(output: str) -> Optional[str]:
-    """The preflight action's last verdict line in a playbook's output, or None."""
-    found = PREFLIGHT_VERDICT.findall(output)
-    return found[-1].strip().rstrip(".,") if found else None
+    """The preflight action's last verdict line in a playbook's output, or None.
+
+    The action wraps its message to the terminal, so the verdict can go on over the next lines
+    ("...; report:" then the path): those are indented deeper than the verdict's own line, and
+    they belong to it."""
+    found = None
+    lines = output.splitlines()
+    for index, line in enumerate(lines):
+        match = PREFLIGHT_VERDICT.search(line)
+        if not match:
+            continue
+        text, indent = match.group(0), len(line) - len(line.lstrip())
+        if match.end() == len(line.rstrip()):  # it runs to the end of its line: it may go on
+            for following in lines[index + 1:]:
+                words = following.strip()
+                if not words or len(following) - len(following.lstrip()) <= indent:
+                    break
+                text = text.rstrip() + " " + re.split(r"[\"\n]", words)[0]
+        found = text
+    return found.strip().rstrip(".,") if found else None
 
 
 def _duration(seconds: float) -> str:

@@ -11,6 +11,8 @@ that turns the package's JobError into AnsibleFilterError.
 * ``ds_config``, ``train_args``, ``train_arg_groups``, ``train_flags``, ``launch_args``,
   ``deepspeed_env``, ``deepspeed_env_lines``, ``job_summary``: built from a job spec.
 * ``hostfile_lines(hosts, slots)``, ``deepspeed_env_file_supported(profile)``.
+* ``sbatch_options(spec, job_name, output, ...)``, ``srun_args(spec)``, ``slurm_launch_summary(spec)``,
+  ``slurm_rank_command(python, script)``: the slurm launch backend's sbatch script (_job_sbatch).
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from typing import Any, Callable, Dict, Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_args, _job_files, _job_spec
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_args, _job_files, _job_sbatch, _job_spec
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _stack_profiles
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job_schema import JobError
 
@@ -34,11 +36,15 @@ _SPEC_FILTERS: Dict[str, Callable[..., Any]] = {
     "deepspeed_env": _job_files.deepspeed_env,
     "deepspeed_env_lines": _job_files.deepspeed_env_lines,
     "job_summary": _job_spec.summary,
+    "sbatch_options": _job_sbatch.sbatch_options,
+    "srun_args": _job_sbatch.srun_args,
+    "slurm_launch_summary": _job_sbatch.launch_summary,
 }
 # Filters with another input: a host list, a stack profile.
 _OTHER_FILTERS: Dict[str, Callable[..., Any]] = {
     "hostfile_lines": _job_files.hostfile_lines,
     "deepspeed_env_file_supported": _job_files.deepspeed_env_file_supported,
+    "slurm_rank_command": _job_sbatch.rank_command,
 }
 
 

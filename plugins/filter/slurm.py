@@ -8,14 +8,26 @@
 * ``slurm_node_line(name, address, hardware, gpus, memory_reserve_mb)``: a slurm.conf NodeName line.
 * ``slurm_gpu_devices(find_files)``: the ``/dev/nvidiaN`` GPU files, in minor-number order.
 * ``slurm_process_tracking(choice, virtualization_role, virtualization_type)``: cgroup or linuxproc.
+* ``slurm_layout_problems(partition_text, sinfo_text, partition, nodes, ranks_per_node, gpu_ranks)``:
+  why a job layout cannot start in the partition, from ``scontrol show partition -o`` and
+  ``sinfo --Node`` output (_slurm_fit); [] when it fits.
+* ``slurm_submitted_job_id(text)``: the job id ``sbatch --parsable`` printed (_slurm_job).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, List
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _slurm
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _slurm, _slurm_fit, _slurm_job
+
+
+def layout_problems(partition_text: str, sinfo_text: str, partition: str, nodes: Any, ranks_per_node: Any,
+                    gpu_ranks: bool = True) -> List[str]:
+    """_slurm_fit.layout_problems from the raw command outputs."""
+    return _slurm_fit.layout_problems(partition, _slurm_fit.parse_partition(partition_text),
+                                      _slurm_fit.parse_sinfo_nodes(sinfo_text), int(nodes), int(ranks_per_node),
+                                      gpu_ranks=bool(gpu_ranks))
 
 
 def _wrap(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
@@ -38,4 +50,6 @@ class FilterModule:
             "slurm_node_line": _wrap("slurm_node_line", _slurm.node_line),
             "slurm_gpu_devices": _wrap("slurm_gpu_devices", _slurm.gpu_device_files),
             "slurm_process_tracking": _wrap("slurm_process_tracking", _slurm.process_tracking),
+            "slurm_layout_problems": _wrap("slurm_layout_problems", layout_problems),
+            "slurm_submitted_job_id": _wrap("slurm_submitted_job_id", _slurm_job.parse_submit),
         }

@@ -30,6 +30,7 @@ import re
 import resource
 import shlex
 import socket
+import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _integrity
@@ -402,6 +403,99 @@ def collect_memlock(host: Host, ssh_user: Optional[str], errors: List[str]) -> D
     return facts
 
 
+# The head node's ssh sweep (playbooks/preflight.yml): ssh from the head node to every node as the
+# training user, the way pdsh starts the ranks, all in the background, then their exit codes in
+# the order given. StrictHostKeyChecking=yes and BatchMode=yes: a node the launcher would prompt
+# for (unknown host key, password) counts as unreachable, as it would for pdsh. Each ssh reads
+# `ulimit -l` in that non-interactive session, the limit ranks started by pdsh get. It prints
+# "<address> <exit code> <ulimit -l or ->" per node. It runs beside the rest of the facts call on
+# the head node, so the sweep costs no task and no round trip of its own.
+SSH_SWEEP_SCRIPT = """out=$(mktemp -d) || exit 1
+i=0
+for node in "$@"; do
+  i=$((i + 1))
+  ssh -o BatchMode=yes -o StrictHostKeyChecking=yes -o ConnectTimeout=10 "$node" 'ulimit -l' </dev/null >"$out/$i" 2>/dev/null &
+  eval "pid_$i=$!"
+done
+i=0
+for node in "$@"; do
+  i=$((i + 1))
+  eval "wait \\$pid_$i"
+  rc=$?
+  limit=$(tail -n 1 "$out/$i" | tr -d ' ')
+  echo "$node $rc ${limit:--}"
+done
+rm -rf "$out"
+"""
+_SWEEP_LINE = re.compile(r"^(\S+) ([0-9]+) (\S+)$")
+
+
+def ssh_sweep_argv(host: Host, user: str, targets: Sequence[str], euid: int, current_user: Optional[str]
+                   ) -> Tuple[Optional[List[str]], Optional[str]]:
+    """The command that runs the ssh sweep to ``targets`` as ``user`` (su when the module runs as
+    root), or why it cannot run."""
+    if not host.which("ssh"):
+        return None, "ssh client not found"
+    if current_user == user:
+        return ["/bin/sh", "-c", SSH_SWEEP_SCRIPT, "preflight-ssh-sweep"] + list(targets), None
+    if euid != 0:
+        return None, "sweeping as %s needs root on the node (become: true)" % user
+    su = host.which("su")
+    if not su:
+        return None, "su not found"
+    return [su, "-s", "/bin/sh", user, "-c", SSH_SWEEP_SCRIPT, "preflight-ssh-sweep"] + list(targets), None
+
+
+def parse_ssh_sweep(output: str, targets: Sequence[str]) -> List[Dict[str, Any]]:
+    """The sweep's "<address> <rc> <ulimit -l or ->" lines, one dict per target in the order
+    given; a target without its line (the sweep died) is left out, so it reads "not tried"."""
+    lines = [m.groups() for m in (_SWEEP_LINE.match(line.strip()) for line in (output or "").splitlines()) if m]
+    nodes = []
+    for target, (address, rc, limit) in zip(targets, lines):
+        if address != target:
+            break  # out of step: trust nothing after it
+        nodes.append({"address": address, "rc": int(rc), "memlock": limit})
+    return nodes
+
+
+class SshSweep:
+    """The head node's ssh sweep, started at once in a thread and read at the end of the facts
+    call: the ssh handshakes overlap the reading of the venv and the checkout."""
+
+    def __init__(self, host: Host, user: Optional[str], targets: Sequence[str]) -> None:
+        self.targets = list(targets)
+        self._result: Optional[Tuple[int, str, str]] = None
+        self._thread: Optional[threading.Thread] = None
+        try:
+            import pwd
+            current_user: Optional[str] = pwd.getpwuid(os.geteuid()).pw_name
+        except (ImportError, KeyError):
+            current_user = None
+        self.user = user or current_user or str(os.geteuid())
+        self.argv, self.problem = ssh_sweep_argv(host, self.user, self.targets, os.geteuid(), current_user)
+        if self.argv is not None:
+            argv = self.argv
+            self._thread = threading.Thread(target=self._run, args=(host, argv), name="ssh-sweep")
+            self._thread.daemon = True
+            self._thread.start()
+
+    def _run(self, host: Host, argv: Sequence[str]) -> None:
+        self._result = host.run(argv)
+
+    def facts(self) -> Dict[str, Any]:
+        """{user, nodes: [{address, rc, memlock}], error}; error names why nodes are missing."""
+        facts: Dict[str, Any] = {"user": self.user, "nodes": [], "error": self.problem}
+        if self._thread is None:
+            return facts
+        self._thread.join()
+        rc, out, err = self._result or (1, "", "the sweep gave no result")
+        facts["nodes"] = parse_ssh_sweep(out, self.targets)
+        if rc != 0 or len(facts["nodes"]) < len(self.targets):
+            facts["error"] = "ssh sweep as %s: exit %s, %d of %d nodes answered: %s" % (
+                self.user, rc, len(facts["nodes"]), len(self.targets), _first_line(err) or _first_line(out) or "no output")
+        return facts
+
+
 def collect_disk(host: Host, paths: Sequence[str]) -> Dict[str, Dict[str, Any]]:
     """Free bytes for an unprivileged writer on the filesystem of each path; for a path that
     does not exist yet, on the filesystem of its nearest existing parent (where it will be made)."""
@@ -466,11 +560,15 @@ def _empty(section: str) -> Any:
 
 def collect(host: Host, venv: Optional[str] = None, megatron_dir: Optional[str] = None,
             disk_paths: Sequence[str] = (), ssh_user: Optional[str] = None,
-            python_probe: str = "files") -> Dict[str, Any]:
-    """Every fact of the gpu_stack_facts contract for this node."""
+            python_probe: str = "files", ssh_sweep_user: Optional[str] = None,
+            ssh_sweep_targets: Sequence[str] = ()) -> Dict[str, Any]:
+    """Every fact of the gpu_stack_facts contract for this node (and ``ssh_sweep`` when targets
+    are given: the head node of playbooks/preflight.yml)."""
     if python_probe not in PYTHON_PROBES:
         raise ValueError("python_probe is %r; expected one of %s" % (python_probe, ", ".join(PYTHON_PROBES)))
     errors: List[str] = []
+    # First, so that its ssh sessions run while the rest is read.
+    sweep = SshSweep(host, ssh_sweep_user, ssh_sweep_targets) if ssh_sweep_targets else None
     driver, gpus = _guard(errors, "gpus", (_empty("driver"), summarize_gpus([])), collect_nvidia, host, errors)
     cuda = _guard(errors, "cuda", _empty("cuda"), collect_cuda, host)
     stack = _guard(errors, "python", _empty_python_stack(None), collect_python_stack, host, venv, errors,
@@ -498,5 +596,10 @@ def collect(host: Host, venv: Optional[str] = None, megatron_dir: Optional[str] 
         "disk": _guard(errors, "disk", {}, collect_disk, host, list(disk_paths or [])),
         "clock": _guard(errors, "clock", _empty("clock"), collect_clock, host),
     }
+    if sweep is not None:
+        facts["ssh_sweep"] = _guard(errors, "ssh_sweep", {"user": sweep.user, "nodes": [], "error": "failed"},
+                                    sweep.facts)
+        if facts["ssh_sweep"]["error"]:
+            errors.append("ssh_sweep: " + facts["ssh_sweep"]["error"])
     facts["errors"] = errors
     return facts

@@ -660,6 +660,9 @@ def job_status(probes: Mapping[str, Mapping[str, Any]], head: str, rank0: str,
     ``running`` (the launcher lives and ranks run), ``starting`` (the launcher lives, no rank
     yet), ``finished`` (launcher rc 0), ``stopped`` (it saved on SIGTERM and exited),
     ``failed`` (non-zero rc, or ranks gone while the launcher lives), ``not started`` (no record).
+    A job of the slurm backend (job_probe's ``slurm`` on ``head``, the node holding its log) is
+    ``queued`` while Slurm keeps it PENDING, and ``failed`` when Slurm ended it without the
+    batch script's exit line (cancelled, timed out, node failure); ``slurm`` carries Slurm's view.
     """
     head_probe = probes.get(head) or {}
     log = head_probe.get("log") or {}
@@ -679,8 +682,11 @@ def job_status(probes: Mapping[str, Mapping[str, Any]], head: str, rank0: str,
                        "pids": [r.get("pid") for r in ranks]}
     alive_ranks = sum(n["ranks"] or 0 for n in nodes.values())
     rc = log.get("launcher_rc")
+    slurm = head_probe.get("slurm") or {}
     if not record:
         state = "not started"
+    elif slurm.get("state") in ("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"):
+        state = "queued"
     elif launcher.get("alive"):
         state = "running" if alive_ranks else ("failed" if log.get("iterations_logged") else "starting")
     elif rc == 0 and log.get("sigterm"):
@@ -696,6 +702,8 @@ def job_status(probes: Mapping[str, Mapping[str, Any]], head: str, rank0: str,
     return {
         "job": (record or {}).get("job"),
         "state": state,
+        "backend": (record or {}).get("backend", "pdsh"),
+        "slurm": slurm,
         "launcher": launcher,
         "launcher_rc": rc,
         "started": log.get("started"),
@@ -727,6 +735,12 @@ def status_lines(status: Mapping[str, Any]) -> List[str]:
 
     lines = ["job %s: %s%s" % (show(status.get("job")), status.get("state"),
                                (" (launcher rc %s)" % status["launcher_rc"]) if status.get("launcher_rc") is not None else "")]
+    slurm = status.get("slurm") or {}
+    if slurm:
+        lines.append("slurm job %s: %s%s, nodes %s, elapsed %s, restarts %s (from %s)" % (
+            show(slurm.get("job_id")), show(slurm.get("state")),
+            (" (%s)" % slurm["reason"]) if slurm.get("reason") else "", show(slurm.get("nodes")),
+            show(slurm.get("elapsed")), show(slurm.get("restarts")), show(slurm.get("source"))))
     if status.get("iteration") is not None:
         lines.append("iteration %s/%s, loss %s, tokens/s per GPU %s, TFLOP/s %s" % (
             show(status.get("iteration")), show(status.get("train_iters")), show(status.get("loss")),

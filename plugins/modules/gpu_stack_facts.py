@@ -76,6 +76,23 @@ options:
       - Checking as another user needs root on the node (C(become=true)). The known-hosts file is
         C(/dev/null), so the check writes nothing.
     type: str
+  ssh_sweep_targets:
+    description:
+      - Addresses to ssh to from this node, as the launcher's hostfile names them. When set, the
+        module runs C(ssh -o BatchMode=yes -o StrictHostKeyChecking=yes <address> 'ulimit -l') to
+        every address at once, as O(ssh_sweep_user), while it collects the other facts, and reports
+        each exit code and limit in C(ssh_sweep).
+      - C(playbooks/preflight.yml) sets it on the head node only, so reachability from the head
+        node costs no task of its own.
+    type: list
+    elements: str
+    default: []
+  ssh_sweep_user:
+    description:
+      - The user the sweep of O(ssh_sweep_targets) runs as, through C(su -s /bin/sh <user>) when the
+        module runs as root. Default is the user the module runs as.
+      - Sweeping as another user needs root on the node (C(become=true)).
+    type: str
   root:
     description:
       - Path prefix under which every file is read, and every toolkit binary is looked up and run.
@@ -563,6 +580,33 @@ ansible_facts:
             source:
               description: C(chronyc) or C(timedatectl).
               type: str
+        ssh_sweep:
+          description: The ssh sweep of O(ssh_sweep_targets).
+          returned: when O(ssh_sweep_targets) is set
+          type: dict
+          contains:
+            user:
+              description: The user the sweep ran as.
+              type: str
+            nodes:
+              description:
+                - One entry per address, in the order of O(ssh_sweep_targets); an address without
+                  an answer (the sweep could not run or died) is left out.
+              type: list
+              elements: dict
+              contains:
+                address:
+                  description: The address tried.
+                  type: str
+                rc:
+                  description: ssh's exit code; 0 means reached, 255 a connection or authentication failure.
+                  type: int
+                memlock:
+                  description: C(ulimit -l) in that non-interactive ssh session, C(-) where ssh failed.
+                  type: str
+            error:
+              description: Why addresses are missing from C(nodes), or null.
+              type: str
         errors:
           description: Problems met while collecting, one line each, starting with the component.
           type: list
@@ -580,6 +624,8 @@ ARGUMENT_SPEC = dict(
     megatron_dir=dict(type="path"),
     disk_paths=dict(type="list", elements="path", default=[]),
     ssh_user=dict(type="str"),
+    ssh_sweep_targets=dict(type="list", elements="str", default=[]),
+    ssh_sweep_user=dict(type="str"),
     root=dict(type="path", default="/"),
     timeout=dict(type="int", default=120),
 )
@@ -594,7 +640,8 @@ def main() -> None:
     host = Host(root=params["root"], timeout=params["timeout"])
     facts = collect(host, venv=params["venv"], megatron_dir=params["megatron_dir"],
                     disk_paths=params["disk_paths"], ssh_user=params["ssh_user"],
-                    python_probe=params["python_probe"])
+                    python_probe=params["python_probe"], ssh_sweep_user=params["ssh_sweep_user"],
+                    ssh_sweep_targets=params["ssh_sweep_targets"])
     module.exit_json(changed=False, ansible_facts={"gpu_stack_facts": facts})
 
 

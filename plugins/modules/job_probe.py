@@ -84,6 +84,13 @@ options:
     description: Where the shared memory files are (the tmpfs behind C(shm_open)).
     type: path
     default: /dev/shm
+  slurm_job_id:
+    description:
+      - A Slurm job id (the slurm launch backend). The job's state is read with C(squeue),
+        C(sacct) and C(scontrol show job), and C(launcher) then describes that job instead of a
+        pid (C(alive) while it is pending or running).
+      - Needs the Slurm client commands on the host; a host without them reports state C(UNKNOWN).
+    type: str
 attributes:
   check_mode:
     description: Reads only, and with O(shm_sweep_user) reports what it would remove.
@@ -139,10 +146,23 @@ paths:
   returned: always
   type: dict
 launcher:
-  description: The launcher's pid from O(pid_file) and whether it is alive; empty without O(pid_file).
+  description:
+    - The launcher's pid from O(pid_file) and whether it is alive; empty without O(pid_file).
+    - With O(slurm_job_id), the Slurm job instead (C(slurm_job_id), C(state), C(alive)).
   returned: always
   type: dict
   sample: {"pid": 4000, "alive": true}
+slurm:
+  description:
+    - With O(slurm_job_id), what Slurm says about the job, from C(job_state) in
+      C(module_utils/_slurm_job.py).
+    - C(state) is PENDING, RUNNING, COMPLETED, CANCELLED, TIMEOUT and so on, or UNKNOWN; then
+      C(alive), C(reason), C(exit_code), C(elapsed), C(nodes), C(batch_host), C(restarts), and
+      C(source), the command that knew the job (squeue, sacct or scontrol).
+    - Empty without O(slurm_job_id).
+  returned: always
+  type: dict
+  sample: {"job_id": "42", "state": "RUNNING", "alive": true, "nodes": "node[1-3]", "source": "squeue"}
 log:
   description:
     - The log summary (see C(module_utils/_launch.py) C(parse_log)) plus C(tail) (last lines),
@@ -181,6 +201,7 @@ import re
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _launch
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _slurm_job
 
 
 ARGUMENT_SPEC = dict(
@@ -197,6 +218,7 @@ ARGUMENT_SPEC = dict(
     record_file=dict(type="path"),
     shm_sweep_user=dict(type="str"),
     shm_dir=dict(type="path", default="/dev/shm"),
+    slurm_job_id=dict(type="str"),
 )
 
 
@@ -262,6 +284,27 @@ def _launcher(pid_file):
     return {"pid": pid, "alive": alive, "pid_file": pid_file}
 
 
+def _slurm(module, job_id):
+    """squeue, then sacct, then scontrol: what Slurm says about the job (empty output where a
+    command is missing or fails, e.g. sacct without accounting storage)."""
+    if not job_id:
+        return {}
+    texts = {}
+    commands = {
+        "squeue": ["squeue", "--noheader", "--states=all", "--jobs=%s" % job_id, "--format=%s" % _slurm_job.SQUEUE_FORMAT],
+        "sacct": ["sacct", "--noheader", "--parsable2", "--jobs=%s" % job_id, "--format=%s" % _slurm_job.SACCT_FORMAT],
+        "scontrol": ["scontrol", "show", "job", "-o", str(job_id)],
+    }
+    for name, argv in commands.items():
+        binary = module.get_bin_path(argv[0])
+        if not binary:
+            texts[name] = ""
+            continue
+        rc, out, _err = module.run_command([binary] + argv[1:])
+        texts[name] = out if rc == 0 else ""
+    return _slurm_job.job_state(job_id, texts.get("squeue"), texts.get("sacct"), texts.get("scontrol"))
+
+
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
@@ -301,13 +344,18 @@ def main():
                                                 params["shm_dir"])
         else:
             removed = _launch.sweep_shm_buffers(uid, params["shm_dir"])
+    slurm = _slurm(module, params["slurm_job_id"])
+    launcher = _launcher(params["pid_file"])
+    if slurm:
+        launcher = {"slurm_job_id": slurm["job_id"], "state": slurm["state"], "alive": slurm["alive"]}
     module.exit_json(
         changed=bool(removed),
         shm_removed=removed,
         listeners=dict((str(port), owners) for port, owners in listeners.items()),
         ranks=ranks,
         paths=paths,
-        launcher=_launcher(params["pid_file"]),
+        launcher=launcher,
+        slurm=slurm,
         log=_log(module),
         checkpoint=_checkpoint(params["checkpoint_dir"], params["checkpoint_tag"]) if params["checkpoint_dir"] else {},
         record=record,

@@ -168,6 +168,19 @@ def test_recap_hosts(output, expected):
     ("Preflight passed on 8 nodes, report: /x/preflight-1.txt\nlater: preflight failed on node3",
      "preflight failed on node3"),
     ("TASK [Preflight | Compare every node] ***", None),
+    # The action wraps its message to the terminal: the report path went on the next line, and
+    # the summary showed "...; report:" without it.
+    ("    msg: |-\n        WARN node1 memlock ...\n"
+     "        preflight passed for profile cpu on 3 node(s): 0 failed, 3 warning(s), 40 passed; report:\n"
+     "             /root/.ansible/megatron_ds/reports/preflight-20261201T053350Z.txt\n    profile: cpu\n",
+     "preflight passed for profile cpu on 3 node(s): 0 failed, 3 warning(s), 40 passed; report: "
+     "/root/.ansible/megatron_ds/reports/preflight-20261201T053350Z.txt"),
+    ("        preflight FAILED for profile cpu on 8 node(s): 2 failed, 0 warning(s); failing: node1,\n"
+     "             node2; report: /r/preflight-1.txt\n\nPLAY RECAP ***\n",
+     "preflight FAILED for profile cpu on 8 node(s): 2 failed, 0 warning(s); failing: node1, node2; report: /r/preflight-1.txt"),
+    # a line at the same depth is the next key, not part of the verdict
+    ("        preflight passed for profile cpu on 1 node(s): 0 failed; report:\n        next: line\n",
+     "preflight passed for profile cpu on 1 node(s): 0 failed; report:"),
 ])
 def test_preflight_verdict(output, expected):
     assert demo.preflight_verdict(output) == expected

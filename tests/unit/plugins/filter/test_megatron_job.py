@@ -8,7 +8,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.megatron_ds.cluster.plugins.filter.megatron_job import FilterModule
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_args, _job_spec
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_args, _job_sbatch, _job_spec
 
 FILTERS = FilterModule().filters()
 
@@ -35,7 +35,8 @@ SPEC = {
 @pytest.mark.parametrize(
     "name",
     ["ds_config", "train_args", "train_arg_groups", "train_flags", "launch_args", "deepspeed_env",
-     "deepspeed_env_lines", "deepspeed_env_file_supported", "hostfile_lines", "job_summary", "job_spec"],
+     "deepspeed_env_lines", "deepspeed_env_file_supported", "hostfile_lines", "job_summary", "job_spec",
+     "sbatch_options", "srun_args", "slurm_launch_summary", "slurm_rank_command"],
 )
 def test_filter_is_exposed(name):
     assert callable(FILTERS[name])
@@ -53,6 +54,13 @@ def test_filter_is_exposed(name):
                                            "PATH=/v/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                                            "PYTHONPATH=/m"]),
         ("job_summary", (), _job_spec.summary(SPEC)),
+        ("sbatch_options", ("gpt", "/l/train-%j.log", "train", "", 300, True, [], True, []),
+         ["--job-name=gpt", "--partition=train", "--nodes=2", "--ntasks-per-node=2", "--gpus-per-node=2",
+          "--exclusive", "--mem=0", "--requeue", "--signal=TERM@300", "--output=/l/train-%j.log",
+          "--open-mode=append"]),
+        ("srun_args", (), ["--nodes=2", "--ntasks-per-node=2", "--ntasks=4", "--distribution=block",
+                           "--kill-on-bad-exit=1", "--export=ALL"]),
+        ("slurm_launch_summary", (), {"nodes": 2, "ranks_per_node": 2, "world_size": 4}),
     ],
 )
 def test_spec_filters_delegate(name, args, expected):
@@ -65,6 +73,8 @@ def test_spec_filters_delegate(name, args, expected):
         ("hostfile_lines", ["n1", "n2"], (2,), ["n1 slots=2", "n2 slots=2"]),
         ("deepspeed_env_file_supported", "cu117", (), False),
         ("deepspeed_env_file_supported", "cu130", (), True),
+        ("slurm_rank_command", "/v/bin/python", ("pretrain_gpt.py",),
+         _job_sbatch.rank_command("/v/bin/python", "pretrain_gpt.py")),
     ],
 )
 def test_other_filters(name, value, args, expected):
@@ -84,6 +94,8 @@ def test_other_filters(name, value, args, expected):
         ("hostfile_lines", ["n1", "n1"], (8,), "megatron_ds.cluster.hostfile_lines: hostfile: nodes #1 and #2"),
         ("ds_config", "not a spec", (), "megatron_ds.cluster.ds_config: expected the job spec"),
         ("deepspeed_env_file_supported", "cu999", (), "unknown stack profile 'cu999'"),
+        ("sbatch_options", SPEC, ("gpt", "/l/train.log"), "megatron_ds.cluster.sbatch_options: slurm output"),
+        ("slurm_rank_command", "", ("pretrain_gpt.py",), "megatron_ds.cluster.slurm_rank_command: rank_command"),
         ("job_spec", {"megatron_job_tensor_parallel": "x"}, (),
          "megatron_ds.cluster.job_spec: megatron_job_tensor_parallel: found 'x', expected an integer"),
     ],

@@ -768,6 +768,97 @@ def test_memlock_without_ssh_user_checks_nothing(tmp_path):
     assert facts["noninteractive_ssh"] is None and runner.calls == []
 
 
+# --------------------------------------------------------------------------- the head node's ssh sweep
+@pytest.mark.parametrize("euid, current, expect_prefix, problem", [
+    (1000, "train", ["/bin/sh", "-c"], None),
+    (0, "root", ["/usr/bin/su", "-s", "/bin/sh", "train", "-c"], None),
+    (1001, "other", None, "sweeping as train needs root on the node (become: true)"),
+])
+def test_ssh_sweep_command(tmp_path, euid, current, expect_prefix, problem):
+    tool(tmp_path, "/usr/bin/ssh")
+    tool(tmp_path, "/usr/bin/su")
+    argv, why = gf.ssh_sweep_argv(host_for(tmp_path), "train", ["n1", "n2"], euid, current)
+    assert why == problem
+    if expect_prefix is None:
+        assert argv is None
+        return
+    assert argv[: len(expect_prefix)] == expect_prefix
+    # the script, its $0, then the addresses as its arguments (never spliced into the script)
+    assert argv[len(expect_prefix):] == [gf.SSH_SWEEP_SCRIPT, "preflight-ssh-sweep", "n1", "n2"]
+
+
+@pytest.mark.parametrize("tools, problem", [
+    ((), "ssh client not found"),
+    (("/usr/bin/ssh",), "su not found"),
+])
+def test_ssh_sweep_without_tools(tmp_path, tools, problem):
+    for path in tools:
+        tool(tmp_path, path)
+    assert gf.ssh_sweep_argv(host_for(tmp_path), "train", ["n1"], 0, "root") == (None, problem)
+
+
+@pytest.mark.parametrize("output, expected", [
+    ("n1 0 unlimited\nn2 255 -\n", [("n1", 0, "unlimited"), ("n2", 255, "-")]),
+    ("Welcome\nn1 0 65536\nn2 0 unlimited\n", [("n1", 0, "65536"), ("n2", 0, "unlimited")]),
+    ("n1 0 unlimited\n", [("n1", 0, "unlimited")]),  # the sweep died after the first node
+    ("n2 0 unlimited\nn1 0 unlimited\n", []),  # out of step with the targets: trust nothing
+    ("", []),
+])
+def test_parse_ssh_sweep(output, expected):
+    nodes = gf.parse_ssh_sweep(output, ["n1", "n2"])
+    assert [(n["address"], n["rc"], n["memlock"]) for n in nodes] == expected
+
+
+@pytest.mark.parametrize("answer, nodes, error_part", [
+    ((0, "n1 0 unlimited\nn2 255 -\n", ""), [("n1", 0), ("n2", 255)], None),
+    ((1, "n1 0 unlimited\n", "mktemp: failed"), [("n1", 0)], "exit 1, 1 of 2 nodes answered: mktemp: failed"),
+    ((1, "", "su: user train does not exist"), [], "su: user train does not exist"),
+])
+def test_collect_runs_the_sweep_only_when_asked(tmp_path, monkeypatch, answer, nodes, error_part):
+    tool(tmp_path, "/usr/bin/ssh")
+    tool(tmp_path, "/usr/bin/su")
+    monkeypatch.setattr(gf.os, "geteuid", lambda: 0)
+    runner = Runner({("su",): answer})
+    facts = gf.collect(host_for(tmp_path, runner), ssh_sweep_user="train", ssh_sweep_targets=["n1", "n2"])
+    sweep = facts["ssh_sweep"]
+    assert sweep["user"] == "train"
+    assert [(n["address"], n["rc"]) for n in sweep["nodes"]] == nodes
+    assert runner.count("su") == 1
+    if error_part is None:
+        assert sweep["error"] is None and not any(e.startswith("ssh_sweep") for e in facts["errors"])
+    else:
+        assert error_part in sweep["error"] and "ssh_sweep: " + sweep["error"] in facts["errors"]
+    # the other nodes' facts calls carry no sweep and start no ssh
+    runner = Runner({("su",): answer})
+    assert "ssh_sweep" not in gf.collect(host_for(tmp_path, runner))
+    assert runner.count("su") == 0 and runner.count("ssh") == 0
+
+
+@pytest.mark.skipif(not os.path.exists("/bin/sh"), reason="needs /bin/sh")
+@pytest.mark.parametrize("answers, expected", [
+    ({"n1": (0, "unlimited"), "n2": (0, "65536")}, ["n1 0 unlimited", "n2 0 65536"]),
+    ({"n1": (255, ""), "n2": (0, "unlimited")}, ["n1 255 -", "n2 0 unlimited"]),
+    ({"n1": (0, "motd line\n  8192  "), "n2": (130, "")}, ["n1 0 8192", "n2 130 -"]),
+])
+def test_ssh_sweep_script_runs_every_node_and_keeps_the_order(tmp_path, answers, expected):
+    """The sweep's shell script itself, with an ``ssh`` on PATH that answers per address."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    cases = "".join("  %s) printf '%%s\\n' %s; exit %d;;\n" % (node, shlex.quote(out), rc)
+                    for node, (rc, out) in answers.items())
+    fake = bin_dir / "ssh"
+    # the node is the argument before the remote command; the second node answers first
+    fake.write_text("#!/bin/sh\nfor a; do last=$node; node=$a; done\n[ \"$last\" = n1 ] && sleep 0.2\n"
+                    "case \"$last\" in\n%s  *) exit 99;;\nesac\n" % cases)
+    fake.chmod(0o755)
+    env = dict(os.environ, PATH="%s:%s" % (bin_dir, os.environ.get("PATH", "/usr/bin:/bin")))
+    proc = subprocess.run(["/bin/sh", "-c", gf.SSH_SWEEP_SCRIPT, "preflight-ssh-sweep"] + list(answers),
+                          stdout=subprocess.PIPE, universal_newlines=True, env=env, check=True)
+    assert proc.stdout.splitlines() == expected
+    parsed = gf.parse_ssh_sweep(proc.stdout, list(answers))
+    assert [n["address"] for n in parsed] == list(answers)
+
+
 # --------------------------------------------------------------------------- disk / clock
 def test_disk_paths_exist_or_not(tmp_path):
     (tmp_path / "data").mkdir()

@@ -330,6 +330,25 @@ def test_job_status_states(alive, ranks, log, state):
     assert la.status_lines(status)[0].startswith("job train: %s" % state)
 
 
+@pytest.mark.parametrize("slurm, alive, ranks, log, state", [
+    ({"job_id": "7", "state": "PENDING", "alive": True, "reason": "Resources"}, True, 0, {}, "queued"),
+    ({"job_id": "7", "state": "RUNNING", "alive": True}, True, 2, {"iterations_logged": 1}, "running"),
+    ({"job_id": "7", "state": "RUNNING", "alive": True}, True, 0, {}, "starting"),
+    ({"job_id": "7", "state": "COMPLETED", "alive": False}, False, 0, {"launcher_rc": 0, "sigterm": True}, "stopped"),
+    # Cancelled or timed out before the batch script wrote its exit line.
+    ({"job_id": "7", "state": "CANCELLED", "alive": False}, False, 0, {}, "failed"),
+])
+def test_job_status_of_a_slurm_job(slurm, alive, ranks, log, state):
+    probes = {"n1": _status_probe(ranks, launcher={"slurm_job_id": "7", "state": slurm["state"], "alive": alive},
+                                  slurm=slurm, log=log),
+              "n2": _status_probe(ranks)}
+    status = la.job_status(probes, "n1", "n1", {"job": "burnin", "backend": "slurm", "slurm_job_id": "7"})
+    assert status["state"] == state and status["backend"] == "slurm" and status["slurm"] == slurm
+    lines = la.status_lines(status)
+    assert lines[0].startswith("job burnin: %s" % state)
+    assert lines[1].startswith("slurm job 7: %s" % slurm["state"])
+
+
 def test_job_status_without_record_or_with_an_unreachable_node():
     status = la.job_status({"n1": _status_probe(0), "n2": {"unreachable": True}}, "n1", "n1", None)
     assert status["state"] == "not started" and status["unreachable"] == ["n2"]

@@ -132,3 +132,40 @@ def test_shm_sweep_removes_the_users_stale_buffers(tmp_path, check_mode):
 def test_shm_sweep_names_an_unknown_user(tmp_path):
     result = run_module({"shm_sweep_user": "no-such-user-x"}, tmp_path)
     assert result["failed"] and "'no-such-user-x' is not a user on this node" in result["msg"]
+
+
+# Stand-ins for Slurm's client commands: what slurm-wlm 22.05 prints for a job, and sacct as it
+# answers without accounting storage (the slurm role's setup).
+FAKE_SLURM = {
+    "squeue": "#!/bin/sh\nprintf '%s'\n",
+    "sacct": "#!/bin/sh\necho 'Slurm accounting storage is disabled' >&2\nexit 1\n",
+    "scontrol": "#!/bin/sh\nprintf '%s'\n",
+}
+
+
+@pytest.mark.parametrize("squeue, scontrol, state, alive, source", [
+    ("17|RUNNING|None|0:42|node[1-3]|node1\n", "JobId=17 JobState=RUNNING Restarts=0 NodeList=node[1-3]\n",
+     "RUNNING", True, "squeue"),
+    ("17|PENDING|Resources|0:00|(null)|(null)\n", "", "PENDING", True, "squeue"),
+    # Gone from squeue: slurmctld still remembers it (MinJobAge).
+    ("", "JobId=17 JobState=COMPLETED Reason=None Restarts=1 ExitCode=0:0 NodeList=node[1-3] BatchHost=node1\n",
+     "COMPLETED", False, "scontrol"),
+    ("", "", "UNKNOWN", False, "none"),
+])
+def test_slurm_job_state_replaces_the_pid(tmp_path, monkeypatch, squeue, scontrol, state, alive, source):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, text in FAKE_SLURM.items():
+        path = bin_dir / name
+        path.write_text(text % {"squeue": squeue, "scontrol": scontrol}.get(name, "") if "%s" in text else text)
+        path.chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (bin_dir, os.environ.get("PATH", "")))
+    result = run_module({"slurm_job_id": "17"}, tmp_path)
+    assert result["_rc"] == 0, result
+    assert result["slurm"]["state"] == state and result["slurm"]["source"] == source, result["slurm"]
+    assert result["launcher"] == {"slurm_job_id": "17", "state": state, "alive": alive}
+
+
+def test_without_a_slurm_job_id_there_is_no_slurm_answer(tmp_path):
+    result = run_module({}, tmp_path)
+    assert result["slurm"] == {} and result["launcher"] == {}
