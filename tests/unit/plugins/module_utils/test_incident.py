@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Unit tests for the supervisor's incident record (_incident).
 
-The filters over it are tested in tests/unit/plugins/filter/test_supervisor.py: ansible-test runs
+The filters over it are tested in tests/unit/plugins/filter/test_supervisor_filters.py: ansible-test runs
 module_utils tests with only ansible.module_utils importable, so a filter import here fails there.
 """
 from __future__ import annotations
