@@ -174,7 +174,7 @@ def test_summarize(row, expected):
     assert summary["estimate"]["params_per_gpu"] == 1229574144
 
 
-RAW = [os.path.join(BENCH, "h200_grid", "results-%s.json" % call) for call in ("1-x2", "2-x1", "3-x1", "4-x1")]
+RAW = [os.path.join(BENCH, "h200_grid", "results-%s.json" % call) for call in ("1-x2", "2-x1", "3-x1", "4-x1", "5-x2", "6-x2")]
 MEASURED = ("status", "max_allocated_gib", "max_reserved_gib", "smi_peak_gib", "tflops_per_gpu", "model_tflops_per_gpu",
             "tokens_per_gpu_per_s", "ms_per_iteration", "iterations", "oom", "padded_vocab_size")
 

@@ -18,9 +18,11 @@ grid = importlib.util.module_from_spec(_grid_spec)
 _grid_spec.loader.exec_module(grid)
 with open(os.path.join(BENCH, "h200_grid.json")) as _handle:
     RECORDED = json.load(_handle)
-MEASURED = [r for r in RECORDED["rows"] if r.get("max_reserved_gib") is not None and r["config"]["gpus"] == 1
-            and not r["config"]["kv_heads"]]
-TIMED = [r for r in MEASURED if r.get("tflops_per_gpu")]
+MEASURED = [r for r in RECORDED["rows"] if r.get("max_reserved_gib") is not None and not r["config"]["kv_heads"]]
+# The launch floor of the time model was fitted on the 16-core one-GPU host; micro batch 1 is
+# bound by the CPU's kernel launches, which the 32-core two-GPU host ran 31% faster
+# (g2-dp2-z1-m1): those rows are checked apart (test_launch_bound_rows_are_predicted_slow).
+TIMED = [r for r in MEASURED if r.get("tflops_per_gpu") and not (r["config"]["gpus"] == 2 and r["config"]["micro"] == 1)]
 GIB = 1024.0 ** 3
 
 
@@ -72,10 +74,38 @@ def test_memory_estimate_fails_the_layout_that_ran_out_of_memory():
 def test_step_time_within_10_percent_of_the_measured_iteration(row):
     spec, derived = _row_job(row)
     recompute = spec["activation_checkpointing"]
-    parts = _job_plan.step_time(spec, derived, _job_plan.hardware("H200"), recompute, 1, 1)
+    parts = _job_plan.step_time(spec, derived, _job_plan.hardware("H200"), recompute, 1, row["config"]["gpus"])
     error = parts["total"] * 1000.0 / row["ms_per_iteration"] - 1.0
     message = "%s: predicted %.0f ms, measured %.0f" % (row["name"], parts["total"] * 1000, row["ms_per_iteration"])
     assert abs(error) <= 0.10, message
+
+
+def test_launch_bound_rows_are_predicted_slow():
+    """Micro batch 1 on the 32-core host: the one-GPU host's launch floor overestimates it (the
+    plan errs safe: it never ranks such a layout above the compute-bound ones)."""
+    row = next(r for r in RECORDED["rows"] if r["name"] == "g2-dp2-z1-m1")
+    spec, derived = _row_job(row)
+    parts = _job_plan.step_time(spec, derived, _job_plan.hardware("H200"), False, 1, 2)
+    assert parts["launch"] > parts["matmul"]
+    assert 1.0 < parts["total"] * 1000.0 / row["ms_per_iteration"] < 1.6
+
+
+def test_planner_two_gpu_first_choice_within_5_percent_of_the_fastest_measured():
+    """Issue 18's goal on 2 x H200: the planner's first choice for the 1.23B GPT (global batch
+    128), measured, is within 5% of the fastest two-GPU row of the grid."""
+    two = [r for r in MEASURED if r["config"]["gpus"] == 2 and r.get("model_tflops_per_gpu")
+           and r["config"]["model"] == "gpt"]
+    assert len(two) >= 8
+    spec = dict(GPT_123B, model_preset="gpt", global_batch_size=128)
+    top = _job_plan.plan(spec, 1, 2, gpu="H200", padded_vocab_size=8192, deepspeed_version="0.19.6")["layouts"][0]
+    picked = [r for r in two if (r["config"]["tp"], r["config"]["pp"], r["config"]["zero"], r["config"]["micro"],
+                                 r["config"]["recompute"]) == (top["tp"], top["pp"], top["zero"], top["micro"], False)]
+    assert picked, "the planner's first choice %s was not measured" % _job_plan.describe(top)
+    best = max(r["model_tflops_per_gpu"] for r in two)
+    assert picked[0]["model_tflops_per_gpu"] >= 0.95 * best
+    # and it is far ahead of today's default micro batch of 1
+    default = next(r for r in two if r["name"] == "g2-dp2-z1-m1")
+    assert picked[0]["tokens_per_gpu_per_s"] > 2 * default["tokens_per_gpu_per_s"]
 
 
 @pytest.mark.parametrize("nbytes,ranks,busbw,expected", [
