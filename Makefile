@@ -8,6 +8,8 @@ export PATH := $(abspath $(BIN)):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 SCENARIOS ?= $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 SIM_NODES ?= 3
+# make demo DEMO_SCHEDULER=slurm: Slurm on the simulated nodes, the jobs submitted through it.
+DEMO_SCHEDULER ?= none
 
 .PHONY: help setup venv docker image demo sim-up sim-down test lint sanity units molecule \
 	molecule-% chaos bench changelog clean
@@ -49,7 +51,7 @@ sim-down: venv
 # site.yml, the burn-in, and with a Megatron-DeepSpeed source a few iterations of pretrain_gpt.py;
 # then a summary. Logs in logs/demo/<time>/. The nodes stay up: `make sim-down` removes them.
 demo: sim-up
-	$(PY) scripts/demo.py run --inventory inventories/sim
+	$(PY) scripts/demo.py run --inventory inventories/sim --scheduler $(DEMO_SCHEDULER)
 
 lint: venv
 	$(BIN)/yamllint -s .

@@ -3,6 +3,7 @@
 
     scripts/demo.py source   # make sim-up: pack MEGATRON_DS_SRC, or take MEGATRON_DS_ARCHIVE, into .cache/
     scripts/demo.py run [--inventory inventories/sim] [--logs logs/demo] [--train-iterations 3]
+                        [--scheduler none|slurm]
 
 `run` plays, one ansible-playbook each, every output also written to logs/demo/<time>/:
 
@@ -13,7 +14,10 @@
      playbooks/train.yml with megatron_launch_wait=<iterations> (the real pretrain_gpt.py on
      every node, writing TensorBoard events), then playbooks/stop.yml (every rank saves);
 
-then a short summary: the nodes, the preflight verdict, tokens/s per node of the burn-in, where
+With --scheduler slurm (make demo DEMO_SCHEDULER=slurm) the same playbooks run with
+megatron_scheduler=slurm: Slurm is installed on the nodes and the jobs are submitted to it.
+
+Then a short summary: the nodes, the preflight verdict, tokens/s per node of the burn-in, where
 the logs and TensorBoard are, and, without a source, that the checkout was skipped and how to
 add it. The burn-in and the gate do not need Megatron-DeepSpeed, so a machine with no route to
 GitHub runs the demo whole.
@@ -130,20 +134,28 @@ class Step:
     extra_vars: Dict[str, Any] = field(default_factory=dict)
 
 
-def plan(env: Mapping[str, str], logs: Path, train_iterations: int = 3) -> List[Step]:
-    """The playbooks of the demo, in order, with their extra vars."""
+SCHEDULERS = ("none", "slurm")
+
+
+def plan(env: Mapping[str, str], logs: Path, train_iterations: int = 3, scheduler: str = "none") -> List[Step]:
+    """The playbooks of the demo, in order, with their extra vars. With ``scheduler`` slurm every
+    playbook gets megatron_scheduler=slurm: provision.yml then installs Slurm on the nodes, and the
+    launch backend follows it (megatron_launch_backend's default), so the burn-in and the training
+    run are submitted as Slurm jobs."""
+    if scheduler not in SCHEDULERS:
+        raise ValueError("scheduler %r; expected one of %s" % (scheduler, ", ".join(SCHEDULERS)))
+    common: Dict[str, Any] = {"megatron_scheduler": "slurm"} if scheduler == "slurm" else {}
     steps = [
-        Step("site", "site.yml"),
-        Step("burnin", "playbooks/burnin.yml", {"megatron_launch_burnin_dest": str(logs / "burnin.json")}),
+        Step("site", "site.yml", dict(common)),
+        Step("burnin", "playbooks/burnin.yml", dict(common, megatron_launch_burnin_dest=str(logs / "burnin.json"))),
     ]
     if megatron_source(env):
         steps += [
-            Step("prepare_data", "playbooks/prepare_data.yml", {"megatron_launch_data_input": str(logs / "corpus.jsonl")}),
-            Step("train", "playbooks/train.yml", {
-                "megatron_launch_wait": train_iterations,
-                "megatron_job_tensorboard_dir": TENSORBOARD_DIR,
-            }),
-            Step("stop", "playbooks/stop.yml"),
+            Step("prepare_data", "playbooks/prepare_data.yml",
+                 dict(common, megatron_launch_data_input=str(logs / "corpus.jsonl"))),
+            Step("train", "playbooks/train.yml", dict(common, megatron_launch_wait=train_iterations,
+                                                      megatron_job_tensorboard_dir=TENSORBOARD_DIR)),
+            Step("stop", "playbooks/stop.yml", dict(common)),
         ]
     return steps
 
@@ -244,6 +256,7 @@ def summary(results: Sequence[Result], burnin: Optional[Mapping[str, Any]], sour
     nodes = (burnin or {}).get("inventory_nodes") or (recap_hosts(site.output) if site else [])
     head = (burnin or {}).get("head") or (nodes[0] if nodes else None)
     lines = ["", "=" * 30 + " demo summary " + "=" * 30]
+    slurm = bool(results) and results[0].step.extra_vars.get("megatron_scheduler") == "slurm"
     lines.append("nodes:        %d (%s)" % (len(nodes), ", ".join(
         n + (" head" if n == head else "") for n in nodes)) if nodes else "nodes:        unknown (site.yml did not finish)")
     if site:
@@ -252,6 +265,8 @@ def summary(results: Sequence[Result], burnin: Optional[Mapping[str, Any]], sour
             lines.append("preflight:    " + (verdict or "passed (site.yml ran its gate to the end)"))
         else:
             lines.append("preflight:    " + (verdict or "not reached: site.yml stopped before or at the gate"))
+    lines.append("launch:       " + ("Slurm: sbatch, srun starts the ranks (make demo DEMO_SCHEDULER=slurm)" if slurm
+                                     else "pdsh from the head node (make demo DEMO_SCHEDULER=slurm submits to Slurm)"))
     if burnin:
         lines.append("burn-in:      %s ranks, loss %s -> %s%s" % (
             burnin.get("world"), _num(burnin.get("initial_loss")), _num(burnin.get("final_loss")),
@@ -299,7 +314,7 @@ def run(args: argparse.Namespace) -> int:
     logs = Path(args.logs).resolve() / time.strftime("%Y%m%d-%H%M%S")
     logs.mkdir(parents=True, exist_ok=True)
     source = megatron_source(os.environ)
-    steps = plan(os.environ, logs, args.train_iterations)
+    steps = plan(os.environ, logs, args.train_iterations, args.scheduler)
     results: List[Result] = []
     failed = None
     for index, step in enumerate(steps, 1):
@@ -327,6 +342,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     p_run.add_argument("--logs", default=str(REPO / "logs" / "demo"), help="a run's logs go to <logs>/<time>/")
     p_run.add_argument("--train-iterations", type=int, default=3,
                        help="iterations of pretrain_gpt.py to wait for (with a Megatron-DeepSpeed source)")
+    p_run.add_argument("--scheduler", choices=SCHEDULERS, default="none",
+                       help="slurm: install Slurm on the nodes and run the jobs through it (default none: pdsh)")
     args = parser.parse_args(argv)
     if args.command == "source":
         done = prepare_source(os.environ)

@@ -59,6 +59,29 @@ def test_plan_waits_for_the_iterations_asked_and_writes_tensorboard(iterations, 
     assert all((REPO / s.playbook).is_file() for s in plan.values())
 
 
+@pytest.mark.parametrize("scheduler, expected", [("none", {}), ("slurm", {"megatron_scheduler": "slurm"})])
+def test_plan_passes_the_scheduler_to_every_playbook(scheduler, expected, tmp_path):
+    steps = demo.plan({"MEGATRON_DS_SRC": "/src/m"}, tmp_path, 3, scheduler)
+    assert len(steps) == 5
+    for step in steps:
+        assert {k: v for k, v in step.extra_vars.items() if k == "megatron_scheduler"} == expected
+
+
+def test_plan_refuses_an_unknown_scheduler(tmp_path):
+    with pytest.raises(ValueError, match="expected one of none, slurm"):
+        demo.plan({}, tmp_path, 3, "pbs")
+
+
+@pytest.mark.parametrize("scheduler, line", [
+    ("none", "launch:       pdsh from the head node"),
+    ("slurm", "launch:       Slurm: sbatch, srun starts the ranks"),
+])
+def test_summary_names_the_launch_backend(scheduler, line, tmp_path):
+    steps = demo.plan({}, tmp_path, 3, scheduler)
+    results = [demo.Result(s, 0, 10.0, tmp_path / (s.name + ".log"), "") for s in steps]
+    assert line in "\n".join(demo.summary(results, None, None, tmp_path))
+
+
 def test_the_corpus_is_token_ids_below_the_vocabulary(tmp_path):
     demo.write_corpus(tmp_path / "c.jsonl", docs=50, vocab=100)
     docs = [json.loads(line)["text"].split() for line in (tmp_path / "c.jsonl").read_text().splitlines()]
