@@ -230,6 +230,7 @@ def shm_sweep_command(shm_dir: str = "/dev/shm") -> str:
     return ('for f in %s/%s"$(id -u)"_*; do [ -f "$f" ] || continue; '
             'grep -qsF "$f" /proc/[0-9]*/maps || rm -f "$f"; done; true') % (shm_dir.rstrip("/"), SHM_BUFFER_PREFIX)
 
+
 # --------------------------------------------------------------------------------------------
 # Logs
 # --------------------------------------------------------------------------------------------
