@@ -22,11 +22,13 @@ def incident_summary(text: Any, last: int = 5) -> Dict[str, Any]:
     return _incident.summary(records, bad, int(last))
 
 
-def heal_replan(spec_vars: Any, nodes_left: Any, gpus_per_node: Optional[Any] = None) -> Dict[str, Any]:
+def heal_replan(spec_vars: Any, nodes_left: Any, gpus_per_node: Optional[Any] = None,
+                gpu_memory_mib: Optional[Any] = None) -> Dict[str, Any]:
     if not isinstance(spec_vars, dict):
         raise AnsibleFilterError("megatron_ds.cluster.heal_replan: expected the megatron_job_* variables as a dict, "
                                  "found %s" % type(spec_vars).__name__)
-    return _heal.replan(spec_vars, int(nodes_left), int(gpus_per_node) if gpus_per_node else None)
+    return _heal.replan(spec_vars, int(nodes_left), int(gpus_per_node) if gpus_per_node else None,
+                        gpu_memory_mib=int(gpu_memory_mib) if gpu_memory_mib else None)
 
 
 class FilterModule:

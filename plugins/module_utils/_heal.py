@@ -246,21 +246,25 @@ def _divisors_desc(number: int) -> List[int]:
 
 
 def replan(spec_vars: Mapping[str, Any], nodes_left: int, gpus_per_node: Optional[int] = None,
-           deepspeed_version: Optional[str] = None) -> Dict[str, Any]:
+           deepspeed_version: Optional[str] = None, gpu_memory_mib: Optional[int] = None) -> Dict[str, Any]:
     """The job on ``nodes_left`` nodes with the same TP and PP and the same global batch.
 
     DP = nodes x GPUs / (TP x PP) must be whole; gradient accumulation = global / (micro x DP)
-    must be whole: the micro batch is kept when it fits, else the largest divisor of it that
-    does (a smaller micro batch needs less memory, so it cannot be what breaks the fit). The new
-    spec is then judged by _job_rules.validate, the rules train.yml's gate applies.
+    must be whole. ZeRO stage and recompute stay (the saved optimizer state is laid out by
+    them). The micro batch is kept when it fits, else the largest divisor of it that does. Each
+    candidate is judged by _job_rules.validate, the rules train.yml's gate applies, memory
+    included when ``gpu_memory_mib`` is known: with fewer DP ranks each GPU holds a larger share
+    of a ZeRO-partitioned optimizer, so a layout that fitted on more nodes may not on fewer.
 
     Returns {ok, reason, overrides (megatron_job_* variables that change), derived (the new
-    shape), before (the old shape)}. ``ok`` false: ``reason`` names what does not fit.
+    shape), before (the old shape), memory (the memory finding of the layout taken, when judged)}.
+    ``ok`` false: ``reason`` names what does not fit.
     """
     from ansible_collections.megatron_ds.cluster.plugins.module_utils._job_rules import validate
     from ansible_collections.megatron_ds.cluster.plugins.module_utils._job_spec import JobError, derive, normalize
 
-    out: Dict[str, Any] = {"ok": False, "reason": "", "overrides": {}, "derived": None, "before": None}
+    out: Dict[str, Any] = {"ok": False, "reason": "", "overrides": {}, "derived": None, "before": None,
+                           "memory": None}
     try:
         spec = normalize(spec_vars)
     except JobError as exc:
@@ -284,32 +288,43 @@ def replan(spec_vars: Mapping[str, Any], nodes_left: int, gpus_per_node: Optiona
     dp = world // (tp * pp)
     global_batch = spec["global_batch_size"]
     micro_old = int(spec["micro_batch_size"])
-    micro = next((m for m in _divisors_desc(micro_old) if global_batch % (m * dp) == 0), None)
-    if micro is None:
+    candidates = [m for m in _divisors_desc(micro_old) if global_batch % (m * dp) == 0]
+    if not candidates:
         out["reason"] = ("global batch %d is not divisible by micro x DP %d for any micro batch <= %d: the global "
                          "batch cannot be kept on %d node(s); set megatron_job_global_batch_size to a multiple "
                          "of %d or add a node" % (global_batch, dp, micro_old, nodes_left, dp))
         return out
-    new_vars = dict(spec)
-    new_vars["micro_batch_size"] = micro
-    new_vars["nodes"] = nodes_left
-    try:
-        derived = derive(new_vars, nodes_left, gpus, strict=True)
-    except JobError as exc:
-        out["reason"] = str(exc)
+    cluster = {"nodes": nodes_left, "gpus_per_node": gpus, "gpu_memory_mib": gpu_memory_mib}
+    too_big = []
+    for micro in candidates:
+        new_vars = dict(spec, micro_batch_size=micro, nodes=nodes_left)
+        try:
+            derived = derive(new_vars, nodes_left, gpus, strict=True)
+        except JobError as exc:
+            out["reason"] = str(exc)
+            return out
+        findings = validate(new_vars, cluster=cluster, deepspeed_version=deepspeed_version)
+        failed = [f for f in findings if f.get("status") == "fail"]
+        memory = next((f for f in findings if f.get("check") == "memory per GPU"), None)
+        if failed and all(f.get("check") == "memory per GPU" for f in failed):
+            # Too big for the GPU at this micro batch: a smaller one needs less activation memory.
+            too_big.append("micro %d: %s" % (micro, memory["found"]))
+            continue
+        if failed:
+            out["reason"] = "; ".join("%s: found %s, expected %s" % (f["check"], f["found"], f["expected"])
+                                      for f in failed)
+            out["derived"] = derived
+            return out
+        if micro != micro_old:
+            out["overrides"]["megatron_job_micro_batch_size"] = micro
+        out.update(ok=True, derived=derived, memory=memory,
+                   reason="TP %d, PP %d, DP %d, micro %d x accumulation %d x DP %d = global %d on %d node(s)%s" % (
+                       tp, pp, dp, micro, derived["gradient_accumulation_steps"], dp, global_batch, nodes_left,
+                       "; memory per GPU %s" % memory["found"] if memory and gpu_memory_mib else ""))
         return out
-    findings = validate(new_vars, cluster={"nodes": nodes_left, "gpus_per_node": gpus},
-                        deepspeed_version=deepspeed_version)
-    failed = [f for f in findings if f.get("status") == "fail"]
-    if failed:
-        out["reason"] = "; ".join("%s: found %s, expected %s" % (f["check"], f["found"], f["expected"]) for f in failed)
-        out["derived"] = derived
-        return out
-    if micro != micro_old:
-        out["overrides"]["megatron_job_micro_batch_size"] = micro
-    out.update(ok=True, derived=derived,
-               reason="TP %d, PP %d, DP %d, micro %d x accumulation %d x DP %d = global %d on %d node(s)" % (
-                   tp, pp, dp, micro, derived["gradient_accumulation_steps"], dp, global_batch, nodes_left))
+    out["reason"] = ("no micro batch fits the GPU's %d MiB on %d node(s) with TP %d, PP %d, ZeRO-%s (%s): add a "
+                     "node or a spare, or re-plan the layout with playbooks/plan.yml"
+                     % (int(gpu_memory_mib or 0), nodes_left, tp, pp, spec.get("zero_stage"), "; ".join(too_big)))
     return out
 
 

@@ -434,7 +434,8 @@ class Supervisor:
         overrides: Dict[str, Any] = {}
         if decision["action"] == heal.EXCLUDE:
             plan = heal.replan(dict(self.config["spec"], nodes=len(self.nodes)), len(decision["nodes"]),
-                               int(self.config["gpus_per_node"]))
+                               int(self.config["gpus_per_node"]),
+                               gpu_memory_mib=int(self.config["gpu_memory_mib"]) if self.config.get("gpu_memory_mib") else None)
             if not plan["ok"]:
                 decision = dict(decision, action=heal.STOP, reason="%s; re-plan refused: %s" % (decision["reason"], plan["reason"]))
             else:

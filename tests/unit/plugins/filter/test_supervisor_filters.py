@@ -42,3 +42,13 @@ def test_heal_replan_keeps_global_batch(nodes, accumulation):
 def test_heal_replan_refuses_a_string():
     with pytest.raises(Exception, match="expected the megatron_job_"):
         heal_replan(json.dumps(SPEC), 2)
+
+
+@pytest.mark.parametrize("memory_mib, ok", [(None, True), ("143771", True), (1000, False)])
+def test_heal_replan_passes_the_gpu_memory(memory_mib, ok):
+    spec = dict(SPEC, megatron_job_stack_profile="cu130", megatron_job_precision="bf16", megatron_job_num_layers=24,
+                megatron_job_hidden_size=2048, megatron_job_num_attention_heads=16, megatron_job_seq_length=2048,
+                megatron_job_max_position_embeddings=2048, megatron_job_use_flash_attn=True)
+    got = heal_replan(spec, 2, 2, memory_mib)
+    assert got["ok"] is ok, got["reason"]
+    assert ("memory per GPU" in got["reason"]) is (memory_mib is not None and ok)

@@ -168,6 +168,37 @@ def test_replan(spec, nodes_left, ok, dp, micro, grad_acc, overrides, reason):
         assert derived["global_batch_size"] == micro * dp * grad_acc == got["before"]["global_batch_size"]
 
 
+GPT_123B_2X2 = {
+    "megatron_job_stack_profile": "cu130", "megatron_job_gpus_per_node": 2, "megatron_job_tensor_parallel": 1,
+    "megatron_job_pipeline_parallel": 1, "megatron_job_zero_stage": 1, "megatron_job_precision": "bf16",
+    "megatron_job_num_layers": 24, "megatron_job_hidden_size": 2048, "megatron_job_num_attention_heads": 16,
+    "megatron_job_seq_length": 2048, "megatron_job_max_position_embeddings": 2048, "megatron_job_use_flash_attn": True,
+    "megatron_job_micro_batch_size": 32, "megatron_job_global_batch_size": 256, "nodes": 2,
+}
+
+
+@pytest.mark.parametrize("memory_mib, ok, micro, overrides, reason", [
+    # GPU memory unknown (the cpu profile, no facts): judged by the other rules only
+    (None, True, 32, {}, "DP 2, micro 32 x accumulation 4"),
+    # an H200: micro 32 at DP 2 is about 121 GiB (measured 120.6 GiB reserved, docs/benchmarks.md)
+    (143771, True, 32, {}, "memory per GPU"),
+    # a 100 GB card: micro 32 no longer fits at DP 2, micro 16 does; the global batch stays
+    (100000, True, 16, {"megatron_job_micro_batch_size": 16}, "micro 16 x accumulation 8"),
+    # nothing fits: refused, naming each micro batch tried
+    (20000, False, None, {}, "no micro batch fits the GPU's 20000 MiB on 1 node(s) with TP 1, PP 1, ZeRO-1"),
+])
+def test_replan_judges_memory_on_the_nodes_left(memory_mib, ok, micro, overrides, reason):
+    got = _heal.replan(GPT_123B_2X2, 1, gpu_memory_mib=memory_mib)
+    assert got["ok"] is ok, got["reason"]
+    assert reason in got["reason"]
+    assert got["overrides"] == overrides
+    if ok:
+        assert got["derived"]["micro_batch_size"] == micro
+        assert got["derived"]["global_batch_size"] == 256
+    else:
+        assert "micro 32:" in got["reason"] and "micro 1:" in got["reason"]
+
+
 def _report(*rows):
     return {"tags": [{"tag": "global_step%d" % step, "step": step, "ok": ok, "problems": 0 if ok else 2}
                      for step, ok in rows]}
