@@ -298,6 +298,10 @@ def git_dir(host: Host, path: str) -> Optional[str]:
     return gitdir if host.isdir(gitdir) else None
 
 
+# python_env's marker of a tree unpacked from an archive (roles/python_env/tasks/source_archive.yml).
+ARCHIVE_MARKER = ".megatron-ds-archive.sha256"
+
+
 def collect_megatron(host: Host, path: Optional[str]) -> Dict[str, Any]:
     facts: Dict[str, Any] = {"path": path, "commit": None, "present": False, "files": _integrity.empty()}
     if not path or not host.isdir(path):
@@ -320,6 +324,9 @@ def collect_megatron(host: Host, path: Optional[str]) -> Dict[str, Any]:
             common = os.path.normpath(gitdir + "/" + common)
         config = host.read_text(gitdir + "/config") or (host.read_text(common + "/config") if common else None)
         facts["files"] = _integrity.check_git_index(host.read_bytes, host.path, path, gitdir, config)
+    elif host.isfile(path.rstrip("/") + "/" + _integrity.MANIFEST_NAME) or host.isfile(path.rstrip("/") + "/" + ARCHIVE_MARKER):
+        # Unpacked from an archive by python_env: no index, its manifest instead.
+        facts["files"] = _integrity.check_manifest(host.read_bytes, host.path, path)
     return facts
 
 

@@ -18,8 +18,12 @@ Runs inside gpu_stack_facts (standard library only, Python 3.8+, no process star
   compared with the recorded blob id. So this finds what ``git status`` finds for tracked files,
   without running git: missing, changed (same size too) and type or executable-bit changes.
   Untracked files are not looked at.
+* a tree unpacked from an archive (python_env's ``source: archive``): git has no index there, so
+  python_env writes a manifest when it unpacks (:func:`write_manifest`: sha256, size and mtime of
+  every regular file) and the tree is checked against it the way git checks its index: size and
+  type always, the content hashed where the mtime moved.
 
-Both return the same shape: ``{"source", "checked", "bad_count", "bad", "error"}``. ``bad``
+All three return the same shape: ``{"source", "checked", "bad_count", "bad", "error"}``. ``bad``
 holds the first :data:`SHOWN` problems, one line each (``path: missing``).
 """
 from __future__ import annotations
@@ -231,4 +235,111 @@ def check_git_index(read_bytes: Callable[[str], Optional[bytes]], real: Callable
         if not entry.size or int(info.st_mtime) != entry.mtime or entry.mtime >= index_mtime:
             if _hash_file(full, hash_size) != entry.oid:
                 _add(result, "%s: changed (same size)" % entry.path)
+    return result
+
+
+# --------------------------------------------------------------------------- archive manifest
+MANIFEST_NAME = ".megatron-ds-manifest"
+MANIFEST_HEADER = "# megatron_ds.cluster source manifest v1: sha256 size mtime path"
+# Files of the collection's own inside an unpacked tree (the archive marker, the manifest).
+_OWN_PREFIX = ".megatron-ds-"
+
+
+def _sha256_file(path: str) -> Optional[str]:
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def manifest_entries(root: str) -> List[Tuple[str, str, int, int]]:
+    """(relative path, sha256, size, mtime) of every regular file under ``root``, sorted, without
+    the collection's own marker files; symbolic links are not followed."""
+    entries = []
+    for directory, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted(files):
+            full = os.path.join(directory, name)
+            rel = os.path.relpath(full, root)
+            if rel.startswith(_OWN_PREFIX):
+                continue
+            info = os.lstat(full)
+            if not stat.S_ISREG(info.st_mode):
+                continue
+            entries.append((rel, _sha256_file(full) or "", info.st_size, int(info.st_mtime)))
+    return sorted(entries)
+
+
+def format_manifest(entries: List[Tuple[str, str, int, int]]) -> str:
+    # The path last, so that it may hold spaces; a newline in a name is escaped.
+    return MANIFEST_HEADER + "\n" + "".join(
+        "%s %d %d %s\n" % (digest, size, mtime, path.replace("\\", "\\\\").replace("\n", "\\n"))
+        for path, digest, size, mtime in entries)
+
+
+def parse_manifest(text: str) -> List[Tuple[str, str, int, int]]:
+    """The entries of a manifest; ValueError when it is not one."""
+    lines = text.split("\n")
+    if not lines or lines[0] != MANIFEST_HEADER:
+        raise ValueError("not a megatron_ds.cluster source manifest (first line %r)" % lines[0][:80])
+    entries = []
+    for number, line in enumerate(lines[1:], 2):
+        if not line:
+            continue
+        parts = line.split(" ", 3)
+        if len(parts) != 4 or not re.match(r"^[0-9a-f]{64}$", parts[0]) or not parts[1].isdigit() \
+                or not parts[2].lstrip("-").isdigit():
+            raise ValueError("line %d of the manifest does not read: %r" % (number, line[:80]))
+        path = re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(1), parts[3])
+        entries.append((path, parts[0], int(parts[1]), int(parts[2])))
+    return entries
+
+
+def write_manifest(root: str, name: str = MANIFEST_NAME) -> int:
+    """Writes the manifest of ``root`` to ``root/name`` (atomically); the number of files."""
+    entries = manifest_entries(root)
+    target = os.path.join(root, name)
+    scratch = target + ".tmp"
+    with open(scratch, "w", encoding="utf-8") as handle:
+        handle.write(format_manifest(entries))
+    os.chmod(scratch, 0o644)
+    os.replace(scratch, target)
+    return len(entries)
+
+
+def check_manifest(read_bytes: Callable[[str], Optional[bytes]], real: Callable[[str], str], worktree: str,
+                   name: str = MANIFEST_NAME) -> Dict[str, Any]:
+    """The files of the unpacked tree at ``worktree`` (node path) against its manifest: missing,
+    not a regular file, another size, or (where the mtime moved) another sha256."""
+    manifest = worktree.rstrip("/") + "/" + name
+    data = read_bytes(manifest)
+    if data is None:
+        return empty(manifest, "no manifest at %s: the tree was unpacked before manifests were written, or it "
+                               "was removed; re-run provision.yml to write one" % manifest)
+    try:
+        entries = parse_manifest(data.decode("utf-8", "replace"))
+    except ValueError as exc:
+        return empty(manifest, "unreadable manifest %s: %s" % (manifest, exc))
+    result = empty(manifest)
+    base = real(worktree)
+    for path, digest, size, mtime in entries:
+        result["checked"] += 1
+        full = os.path.join(base, path)
+        try:
+            info = os.lstat(full)
+        except OSError:
+            _add(result, "%s: missing" % path)
+            continue
+        if not stat.S_ISREG(info.st_mode):
+            _add(result, "%s: not a regular file" % path)
+            continue
+        if info.st_size != size:
+            _add(result, "%s: changed (%d bytes, %d when unpacked)" % (path, info.st_size, size))
+            continue
+        if int(info.st_mtime) != mtime and _sha256_file(full) != digest:
+            _add(result, "%s: changed (same size)" % path)
     return result

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
+from ._integrity import MANIFEST_NAME
 from ._preflight_rows import (
     FAIL, MISSING, PASS, SKIP, WARN, NodeCheck, Row, _Context, _broken_install, _get, _int, _is_plain_version, _mm,
     _nvcc_version, _role, _row, _satisfies, _show, _text, _torch_unusable, _version, nvcc_torch_compatible,
@@ -431,6 +432,13 @@ def check_apex_files(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
 
 def check_megatron_files(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
     path = _text(_get(facts, "megatron_deepspeed", "path")) or "<checkout>"
+    source = _text(_get(facts, "megatron_deepspeed", "files", "source")) or ""
+    if source.endswith("/" + MANIFEST_NAME):
+        # Unpacked from an archive (python_env_megatron_source: archive): no git to restore from.
+        fix = ("unpack the archive again on %s: remove %s/.megatron-ds-archive.sha256 and re-run "
+               "playbooks/provision.yml (python_env replaces the tree and writes a new manifest)" % (node, path))
+        return _files_row(ctx, node, facts, "megatron_deepspeed.files", "megatron_deepspeed", "the archive's manifest",
+                          "every file as unpacked", fix)
     fix = ("restore the checkout on %s: git -C %s checkout -- . (or re-run playbooks/provision.yml with "
            "python_env_megatron_force=true, which resets it to ref %s)" % (node, path, ctx.spec("megatron_deepspeed", "ref")))
     return _files_row(ctx, node, facts, "megatron_deepspeed.files", "megatron_deepspeed", "git's index",

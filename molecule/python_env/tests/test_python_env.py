@@ -121,5 +121,27 @@ def test_dataset_helper_is_built_and_answers(host):
     assert len(host.file(MEGATRON_DIR + "/.megatron-ds-archive.sha256").content_string.strip()) == 64
 
 
+@pytest.mark.skipif(not REAL_MDS, reason="an archive tree needs MEGATRON_DS_SRC (without it the checkout is git's)")
+def test_archive_tree_has_a_manifest_and_the_facts_find_a_damaged_file(host):
+    """python_env writes the manifest after unpacking; gpu_stack_facts checks the tree against it
+    and names a file cut short (put back afterwards)."""
+    manifest = host.file(MEGATRON_DIR + "/.megatron-ds-manifest")
+    assert manifest.is_file and manifest.mode == 0o644
+    listed = manifest.content_string.splitlines()
+    assert listed[0].startswith("# megatron_ds.cluster source manifest v1")
+    assert any(line.endswith(" pretrain_gpt.py") for line in listed)
+    target = MEGATRON_DIR + "/pretrain_gpt.py"
+    with host.sudo():
+        host.check_output("cp -p %s /tmp/pretrain_gpt.py.keep && truncate -s 10 %s", target, target)
+        try:
+            facts = host.ansible("megatron_ds.cluster.gpu_stack_facts", "megatron_dir=%s venv=%s" % (MEGATRON_DIR, VENV),
+                                 become=True, check=False)
+        finally:
+            host.check_output("cp -p /tmp/pretrain_gpt.py.keep %s", target)
+    files = facts["ansible_facts"]["gpu_stack_facts"]["megatron_deepspeed"]["files"]
+    assert files["error"] is None and files["checked"] == len(listed) - 1
+    assert files["bad"] == ["pretrain_gpt.py: changed (10 bytes, %d when unpacked)" % host.file(target).size]
+
+
 def test_no_apex_on_the_cpu_profile(host):
     assert not host.file("/opt/megatron/apex").exists

@@ -292,3 +292,74 @@ def test_linked_worktree_is_checked_against_its_own_index(tmp_path):
     files = gf.collect_megatron(h, "/opt/mds-linked")["files"]
     assert files["source"] == "/opt/Megatron-DeepSpeed/.git/worktrees/mds-linked/index"
     assert files["bad"] == ["megatron/model/gpt_model.py: changed (same size)"] and files["checked"] == 5
+
+
+# --------------------------------------------------------------------------- archive manifest
+def archive_tree(tmp_path: Path) -> Path:
+    """A Megatron-DeepSpeed tree as python_env leaves it from an archive: the files, its marker
+    and the manifest written right after unpacking."""
+    tree = tmp_path / "opt" / "Megatron-DeepSpeed"
+    (tree / "megatron" / "model").mkdir(parents=True)
+    (tree / "pretrain_gpt.py").write_text("from megatron import get_args\n" * 20)
+    (tree / "megatron" / "model" / "gpt_model.py").write_text("class GPTModel:\n    pass\n" * 30)
+    (tree / "tools with space.py").write_text("print(1)\n")
+    (tree / gf.ARCHIVE_MARKER).write_text("ab" * 32 + "\n")
+    old = 1_700_000_000
+    for path in tree.rglob("*"):
+        os.utime(str(path), (old, old))
+    assert ig.write_manifest(str(tree)) == 3
+    return tree
+
+
+def _same_size_edit(path: Path) -> None:
+    path.write_bytes(path.read_bytes().replace(b"pass", b"PASS"))  # the mtime moves, as any write's does
+
+
+@pytest.mark.parametrize("damage, problem", [
+    (lambda t: None, None),
+    (lambda t: (t / "megatron/model/gpt_model.py").unlink(), "megatron/model/gpt_model.py: missing"),
+    (lambda t: _truncate(t / "pretrain_gpt.py"), "pretrain_gpt.py: changed (300 bytes, 600 when unpacked)"),
+    (lambda t: _same_size_edit(t / "megatron/model/gpt_model.py"), "megatron/model/gpt_model.py: changed (same size)"),
+    (lambda t: ((t / "tools with space.py").unlink(), os.symlink("pretrain_gpt.py", str(t / "tools with space.py"))),
+     "tools with space.py: not a regular file"),
+    # touched but the same bytes: hashed, and whole
+    (lambda t: os.utime(str(t / "pretrain_gpt.py")), None),
+    # files added after unpacking are not the install's: not looked at
+    (lambda t: (t / "new.py").write_text("x"), None),
+])
+def test_archive_tree_is_checked_against_its_manifest(tmp_path, damage, problem):
+    tree = archive_tree(tmp_path)
+    damage(tree)
+    files = facts_of(tmp_path)[0]["files"]
+    assert files["error"] is None and files["checked"] == 3
+    assert files["bad"] == ([problem] if problem else [])
+    assert files["source"] == "/opt/Megatron-DeepSpeed/" + ig.MANIFEST_NAME
+
+
+@pytest.mark.parametrize("damage, error", [
+    (lambda t: (t / ig.MANIFEST_NAME).unlink(), "no manifest at /opt/Megatron-DeepSpeed/.megatron-ds-manifest"),
+    (lambda t: (t / ig.MANIFEST_NAME).write_text("hello\n"), "not a megatron_ds.cluster source manifest"),
+    (lambda t: (t / ig.MANIFEST_NAME).write_text(ig.MANIFEST_HEADER + "\nnot-a-hash 1 2 x\n"),
+     "line 2 of the manifest does not read"),
+])
+def test_archive_tree_without_a_usable_manifest_says_so(tmp_path, damage, error):
+    tree = archive_tree(tmp_path)
+    damage(tree)
+    files = facts_of(tmp_path)[0]["files"]
+    assert error in files["error"] and files["checked"] == 0
+
+
+def test_a_tree_with_neither_git_nor_a_marker_is_not_checked(tmp_path):
+    tree = archive_tree(tmp_path)
+    (tree / ig.MANIFEST_NAME).unlink()
+    (tree / gf.ARCHIVE_MARKER).unlink()
+    assert facts_of(tmp_path)[0]["files"] == ig.empty()
+
+
+@pytest.mark.parametrize("entries", [
+    [],
+    [("a.py", "0" * 64, 0, 0)],
+    [("dir/with space.py", "a" * 64, 10, 1700000000), ("odd\\name\nline.py", "b" * 64, 3, -1)],
+])
+def test_manifest_round_trip(entries):
+    assert ig.parse_manifest(ig.format_manifest(entries)) == entries

@@ -979,6 +979,19 @@ def test_damaged_install_fails_naming_node_package_files_and_fix(profile_name, s
     assert [(r.check, r.node) for r in rows if r.status in (pf.FAIL, pf.WARN)] == [(check, "node2")]
 
 
+@pytest.mark.parametrize("source, against, fix_words", [
+    ("/opt/megatron/Megatron-DeepSpeed/.git/index", "git's index", ["checkout -- ."]),
+    ("/opt/megatron/Megatron-DeepSpeed/.megatron-ds-manifest", "the archive's manifest",
+     ["remove /opt/megatron/Megatron-DeepSpeed/.megatron-ds-archive.sha256", "playbooks/provision.yml"]),
+])
+def test_damaged_checkout_fix_follows_how_it_was_installed(source, against, fix_words):
+    cluster = make_cluster("cpu")
+    cluster["node3"]["megatron_deepspeed"]["files"] = dict(DAMAGE, source=source)
+    row = row_for(run(cluster, "cpu"), "megatron_deepspeed.files", "node3")
+    assert row.status == pf.FAIL and ("differ from %s:" % against) in row.found
+    assert all(words in row.fix for words in fix_words), row.fix
+
+
 @pytest.mark.parametrize("files, status, found", [
     ({"source": "x/RECORD", "checked": 1190, "bad_count": 0, "bad": [], "error": None}, pf.PASS, "1190 files as recorded"),
     ({"source": "x/RECORD", "checked": 0, "bad_count": 0, "bad": [], "error": "no RECORD in x: installed without pip, or damaged"},
