@@ -11,7 +11,8 @@
 # list of KEY=VALUE, each written as `megatron_job_KEY: VALUE` (YAML) into the variant's role
 # vars; profile=STEP instead runs step STEP of rank 0 under the PyTorch profiler (Megatron's
 # --profile pt) and prints bench/gpu/trace_summary.py's breakdown of the trace.
-# BUDGET_S (seconds, default unlimited) skips the variants that would start after it.
+# BUDGET_S (seconds, default unlimited) skips the variants that would start after it. Each variant
+# stops after JOB_TIMEOUT_S (default 120 + 20 x ITERS), or timeout=SECONDS in its EXTRA.
 # shellcheck disable=SC2086  # every unquoted variable here is a path this script made under /tmp, without spaces
 set -x
 REPO=$(cd "$(dirname "$0")/../.." && pwd); cd "$REPO" || exit 1
@@ -86,10 +87,14 @@ VARS
   args=()
   case "$name" in *nd*) args+=('"--attention-dropout"' '"0"' '"--hidden-dropout"' '"0"') ;; esac
   pstep=
+  # Per variant: timeout=SECONDS in EXTRA, else JOB_TIMEOUT_S, else 120 s of start-up plus 20 s an
+  # iteration (a fixed 170 s cut larger models off before their last iteration).
+  limit=${JOB_TIMEOUT_S:-$((120 + 20 * ${iters:-20}))}
   IFS=+ read -r -a kvs <<<"$extra"
   for kv in "${kvs[@]}"; do
     [ -z "$kv" ] && continue
     case "$kv" in
+      timeout=*) limit=${kv#timeout=} ;;
       profile=*) pstep=${kv#profile=}; args+=('"--profile"' '"pt"' '"--profile_steps"' "\"$pstep,$pstep\"" '"--profile-ranks"' '"0"') ;;
       *) printf 'megatron_job_%s: %s\n' "${kv%%=*}" "${kv#*=}" >> /tmp/vars-$name.yml ;;
     esac
@@ -98,11 +103,12 @@ VARS
   printf -- '- name: Render\n  hosts: megatron_nodes\n  gather_facts: false\n  roles:\n    - role: megatron_ds.cluster.megatron_job\n' > /tmp/render.yml
   ansible-playbook -i /tmp/inv.yml /tmp/render.yml -e @/tmp/vars-$name.yml > $OUT/render-$name.log 2>&1; echo "render rc=$?"
   t0=$(date +%s)
-  timeout 170 bash $work/train.sh; echo "train $name rc=$? seconds=$(( $(date +%s) - t0 ))"
+  timeout "$limit" bash $work/train.sh; echo "train $name rc=$? seconds=$(( $(date +%s) - t0 )) limit=${limit}s"
   cp $work/train.sh $OUT/train-$name.sh; cp $work/ds_config.json $OUT/ds_config-$name.json
   grep -E "iteration +[0-9]+/" $work/logs/train.log | tail -3
   grep -E "Error|error|Traceback" $work/logs/train.log | head -5
-  grep -E -- "--no-bias-gelu-fusion|--use-flash-attn" -o $work/train.sh | sort -u | tr '\n' ' '; echo
+  # -o before --: after it, grep would read "-o" as a file name.
+  grep -oE -- "--no-bias-gelu-fusion|--use-flash-attn" $work/train.sh | sort -u | tr '\n' ' '; echo
   if [ -n "$pstep" ]; then
     trace=$(find $work/tb -name '*.pt.trace.json*' | head -1)
     if [ -n "$trace" ]; then
