@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from launch_helpers import (BURNIN_DIR, LOG_DIR, NODES, RANKS_PER_NODE, REAL_MDS, TRAIN_CKPT, WORKDIR,
+from launch_helpers import (BURNIN_DIR, LOG_DIR, NODES, PROJECT_DIR, RANKS_PER_NODE, REAL_MDS, TRAIN_CKPT, WORKDIR,
                             burnin_results, latest, node, playbook, ranks, status)
 
 SLURM = {"megatron_launch_backend": "slurm"}
@@ -220,6 +220,10 @@ def test_start_up_time_pdsh_srun_and_deepspeed_slurm_launcher():
     wait_for(all_idle, "3 idle Slurm nodes")
     result = node("node1").run("runuser -u megatron -- bash -c %s", BENCH.replace("BURNIN_DIR", BURNIN_DIR))
     print("START-UP BENCH\n" + result.stdout + result.stderr)
+    # pytest keeps a passing test's output to itself: the figures also go to a file.
+    out = PROJECT_DIR / "logs" / "startup-bench.txt"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ ", time.gmtime()) + "\n" + result.stdout + result.stderr)
     figures = dict(line.split(" ", 1) for line in result.stdout.splitlines() if line.split(" ", 1)[0]
                    in ("pdsh", "srun", "deepspeed-slurm"))
     assert set(figures) == {"pdsh", "srun", "deepspeed-slurm"}, result.stdout + result.stderr
