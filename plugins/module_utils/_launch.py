@@ -208,14 +208,18 @@ def mapped_paths(proc: str = "/proc", under: str = "/dev/shm/") -> List[str]:
     return sorted(found)
 
 
-def sweep_shm_buffers(uid: int, shm_dir: str = "/dev/shm", proc: str = "/proc") -> List[str]:
-    """Remove ``uid``'s DeepSpeed CPU all-reduce buffers that no process maps; the removed paths."""
+def sweep_shm_buffers(uid: int, shm_dir: str = "/dev/shm", proc: str = "/proc", remove: bool = True) -> List[str]:
+    """Remove ``uid``'s DeepSpeed CPU all-reduce buffers that no process maps; the removed paths
+    (with ``remove`` false, the paths that would be: check mode)."""
     try:
         names = os.listdir(shm_dir)
     except OSError:
         return []
+    stale = stale_shm_buffers(names, uid, mapped_paths(proc, shm_dir.rstrip("/") + "/"), shm_dir)
+    if not remove:
+        return stale
     removed = []
-    for path in stale_shm_buffers(names, uid, mapped_paths(proc, shm_dir.rstrip("/") + "/"), shm_dir):
+    for path in stale:
         try:
             os.unlink(path)
             removed.append(path)

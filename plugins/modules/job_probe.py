@@ -335,15 +335,7 @@ def main():
         except KeyError:
             module.fail_json(msg="job_probe: shm_sweep_user %r is not a user on this node; expected the training "
                              "user (megatron_launch_user)" % params["shm_sweep_user"])
-        if module.check_mode:
-            try:
-                names = os.listdir(params["shm_dir"])
-            except OSError:
-                names = []
-            removed = _launch.stale_shm_buffers(names, uid, _launch.mapped_paths(under=params["shm_dir"].rstrip("/") + "/"),
-                                                params["shm_dir"])
-        else:
-            removed = _launch.sweep_shm_buffers(uid, params["shm_dir"])
+        removed = _launch.sweep_shm_buffers(uid, params["shm_dir"], remove=not module.check_mode)
     slurm = _slurm(module, params["slurm_job_id"])
     launcher = _launcher(params["pid_file"])
     if slurm:
