@@ -73,12 +73,17 @@ GPT_NO_DROPOUT_ARGS = ["--attention-dropout", "0", "--hidden-dropout", "0"]
 
 
 def cfg(name, gpus, micro, tp=1, pp=1, zero=1, recompute=False, flash=True, model="gpt", kv_heads=None,
-        grad_acc=None):
+        grad_acc=None, fused=False):
     c = {"name": name, "gpus": gpus, "tp": tp, "pp": pp, "zero": zero, "micro": micro,
          "recompute": recompute, "flash": flash, "model": model, "kv_heads": kv_heads}
     if grad_acc is not None:
         # Rows that hold the global batch of a planner question (micro x DP x accumulation).
         c["grad_acc"] = grad_acc
+    if fused:
+        # megatron_job_fused_ops: true (the ranks get MEGATRON_DS_FUSED_OPS=1, and the venv's
+        # megatron_ds_fused_ops, installed by mds_grid_setup.sh as python_env does, patches
+        # Megatron); the GPT rows then take Megatron's bias-GeLU fusion path, served compiled.
+        c["fused"] = True
     return c
 
 
@@ -128,6 +133,10 @@ GRID = [
     cfg("g2-dp2-z0-m32", 2, 32, zero=0, grad_acc=2),
     cfg("g2-dp2-z1-m1", 2, 1),
     cfg("g2-tp2-m32", 2, 32, tp=2),
+    # Issue 18, fourth session: bench/gpu/fused_ops.py's compiled elementwise kernels against the
+    # same rows without them (the planner's one-GPU choices for the GPT and the llama preset).
+    cfg("g1-m32-z0-fx", 1, 32, zero=0, fused=True),
+    cfg("g1-llamap-m16-z0-fx", 1, 16, zero=0, model="llama-preset", fused=True),
 ]
 
 
@@ -182,6 +191,9 @@ def role_vars(c: Dict[str, Any], root: str, port: int) -> Dict[str, Any]:
     }
     if c["model"] == "llama-preset":
         v["megatron_job_model_preset"] = "llama"
+    # Rows before issue 18's fourth session ran without the fused ops, which cu130 now opts in
+    # to: every row says which it is, so that a re-run measures what the row's name says.
+    v["megatron_job_fused_ops"] = bool(c.get("fused"))
     v.update({"megatron_job_" + k: val for k, val in MODEL.items()})
     return v
 

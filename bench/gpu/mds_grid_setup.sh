@@ -9,6 +9,7 @@
 #   SRC/apex/             NVIDIA apex source (apex/ and csrc/), built by apex_min_build.py ...
 #   SRC/apex-built.tgz    ... unless a previous run's build is given (then it is unpacked)
 #   SRC/flash_attn/       roles/python_env/files/flash_attn_sdpa/flash_attn
+# and, from this checkout, roles/python_env/files/fused_ops (run the script from bench/gpu here).
 #
 #   OUT=/tmp/out bench/gpu/mds_grid_setup.sh SRC
 # Writes OUT/env.txt (host, driver, CUDA, torch, DeepSpeed versions as read) and, after a build,
@@ -69,6 +70,13 @@ for old in ("query_layer = query_layer.view(output_size[2],", "key_layer = key_l
 open(path, "w").write(text)
 print("patched", path)
 PATCH
+
+step "megatron_ds_fused_ops and its .pth, as python_env_fused_ops installs them (used by rows named *-fx)"
+FUSED=$(cd "$HERE/../../roles/python_env/files/fused_ops" && pwd)
+rm -rf "$ROOT/fused_ops" && cp -r "$FUSED" "$ROOT/fused_ops"
+$PY -m pip install -q --no-build-isolation --no-index --no-deps --no-cache-dir --force-reinstall "$ROOT/fused_ops"
+cp "$FUSED/megatron_ds_fused_ops.pth" "$SITE/"
+(cd /tmp && MEGATRON_DS_FUSED_OPS=1 $PY -c "import sys, megatron_ds_fused_ops as m; print('fused ops', m.__version__, 'hook', any(type(f).__name__ == '_Finder' for f in sys.meta_path))")
 
 step "host facts -> $OUT/env.txt"
 {

@@ -37,11 +37,16 @@ SYSTEM_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/s
 _BAD_HOST_CHARS = re.compile(r"[\s,@:#]")
 
 
+# The variable megatron_ds_fused_ops.pth looks for (roles/python_env/files/fused_ops).
+FUSED_OPS_ENV = "MEGATRON_DS_FUSED_OPS"
+
+
 def deepspeed_env(spec: Mapping[str, Any], profile: ProfileArg = None) -> Dict[str, str]:
     """The variables every rank on every node must see, later sources winning.
 
     Order: the venv's PATH and the Megatron checkout on PYTHONPATH, the accelerator's needs
-    (CUDA_HOME or DS_ACCELERATOR=cpu), the nccl role's ``nccl_env``, then the job's ``env``.
+    (CUDA_HOME or DS_ACCELERATOR=cpu), MEGATRON_DS_FUSED_OPS=1 with ``fused_ops``, the nccl
+    role's ``nccl_env``, then the job's ``env``.
     A variable set to null in ``env`` or ``nccl_env`` is left out.
     """
     job, prof = _prepare(spec, profile)
@@ -57,6 +62,10 @@ def deepspeed_env(spec: Mapping[str, Any], profile: ProfileArg = None) -> Dict[s
         path.append(env["CUDA_HOME"] + "/bin")
     env["PATH"] = ":".join(path + list(SYSTEM_PATH))
     env["PYTHONPATH"] = job["megatron_dir"].rstrip("/")
+    if job.get("fused_ops"):
+        # megatron_ds_fused_ops.pth (python_env_fused_ops) installs its import hook only in a
+        # process that has this: the ranks, not every interpreter of the venv.
+        env[FUSED_OPS_ENV] = "1"
     for source in ("nccl_env", "env"):
         for key, value in job[source].items():
             env.pop(key, None)  # re-inserted last: a later source overrides

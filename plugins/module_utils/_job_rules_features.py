@@ -460,6 +460,11 @@ def check_bias_gelu_fusion(spec: Mapping[str, Any], flags: Mapping[str, Any], fr
         return
     profile = profile_name or _stack_profiles.DEFAULT_PROFILE
     check = "bias-GeLU without TorchScript fusion on stack profile %s" % profile
+    if spec.get("fused_ops") and not from_script and "--no-bias-gelu-fusion" not in flags:
+        # The fusion path runs megatron_ds_fused_ops's compiled kernel instead of TorchScript.
+        add(finding(check, "pass", "performance", "%sfused_ops: true (a compiled bias-GeLU)" % PREFIX,
+                    "--no-bias-gelu-fusion, or megatron_job_fused_ops"))
+        return
     if "--no-bias-gelu-fusion" in flags:
         where = "train.sh" if from_script else "job spec"
         add(finding(check, "pass", "performance", "%s: --no-bias-gelu-fusion" % where, "--no-bias-gelu-fusion"))

@@ -141,6 +141,8 @@ FIELDS: Tuple[Field, ...] = (
     _f("masked_softmax_fusion", "bool", True),
     _f("bias_gelu_fusion", "raw", AUTO, "auto_bool"),
     _f("bias_dropout_fusion", "bool", True),
+    # The collection's compiled bias-GeLU, rotary and SwiGLU (megatron_ds_fused_ops, python_env_fused_ops)
+    _f("fused_ops", "raw", AUTO, "auto_bool"),
     _f("gradient_accumulation_fusion", "bool", False),
     # Logging, evaluation, checkpoints
     _f("log_interval", "int", 10),

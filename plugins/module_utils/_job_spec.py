@@ -75,8 +75,13 @@ def normalize(spec_vars: Mapping[str, Any], nodes: Any = None) -> Dict[str, Any]
             spec[key] = DEFAULTS[key].format(**spec)
         else:
             spec[key] = coerce(key, given[key]) if given[key] is not None or SCHEMA[key].nullable else DEFAULTS[key].format(**spec)
+    gelu_auto = isinstance(spec["bias_gelu_fusion"], str) and spec["bias_gelu_fusion"].strip().lower() == AUTO
     for key in sorted(AUTO_BOOL_KEYS):
         spec[key] = resolve_auto(key, spec[key], spec["stack_profile"])
+    if gelu_auto and spec["fused_ops"]:
+        # Megatron's bias-GeLU fusion path is then served by the compiled kernel of
+        # megatron_ds_fused_ops, not TorchScript: worth taking where the profile's torch cannot fuse.
+        spec["bias_gelu_fusion"] = True
     out = {field.name: spec[field.name] for field in FIELDS}
     if nodes is None:
         nodes = given.get(NODES)

@@ -89,7 +89,7 @@ def test_other_filters(name, value, args, expected):
         ("train_args", SPEC, ("cu117",),
          "megatron_ds.cluster.train_args: job spec: tokenizer_type NullTokenizer needs --vocab-size, which "
          "Megatron-DeepSpeed before_rebase (stack profile cu117) does not have"),
-        ("train_args", SPEC, ("nope",), "megatron_ds.cluster.train_args: unknown stack profile 'nope'"),
+        ("train_args", SPEC, ("nope",), "megatron_ds.cluster.train_args: megatron_job_stack_profile: unknown stack profile 'nope'"),
         ("deepspeed_env_lines", dict(SPEC, env={"A": "x y"}), ("cu117",), "writes .deepspeed_env values unquoted"),
         ("hostfile_lines", ["n1", "n1"], (8,), "megatron_ds.cluster.hostfile_lines: hostfile: nodes #1 and #2"),
         ("ds_config", "not a spec", (), "megatron_ds.cluster.ds_config: expected the job spec"),
@@ -111,6 +111,7 @@ def test_job_spec_reads_the_role_variables():
     (_job_spec.normalize), the per-host address left out, auto resolved for the profile."""
     job = FILTERS["job_spec"]({"megatron_job_tensor_parallel": "2", "megatron_job_node_address": "10.0.0.1",
                                "megatron_job_stack_profile": "cu130"}, nodes=3)
-    assert (job["tensor_parallel"], job["nodes"], job["use_flash_attn"], job["bias_gelu_fusion"]) == (2, 3, True, False)
+    assert (job["tensor_parallel"], job["nodes"], job["use_flash_attn"], job["bias_gelu_fusion"]) == (2, 3, True, True)
+    assert job["fused_ops"] is True  # cu130 opts in; its compiled bias-GeLU serves the fusion path
     assert "node_address" not in job and job["workdir"] == "/opt/megatron/jobs/gpt"
     assert FILTERS["job_spec"](job) == job  # idempotent: every builder normalizes again

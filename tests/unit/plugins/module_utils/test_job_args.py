@@ -195,7 +195,8 @@ def test_extra_args_string_is_split_like_validation():
           "--dataset-impl", "--deepspeed-config"]),
         (dict(use_flash_attn=False), "cu130", ["--bf16"], ["--use-flash-attn-v2"]),
         # bias_gelu_fusion: auto turns the TorchScript bias-GeLU off where torch cannot fuse it (cu130).
-        ({}, "cu130", ["--no-bias-gelu-fusion"], []),
+        ({}, "cu130", [], ["--no-bias-gelu-fusion"]),   # the fused ops (cu130 opts in) serve the fusion path
+        (dict(fused_ops=False), "cu130", ["--no-bias-gelu-fusion"], []),
         (dict(bias_gelu_fusion="auto"), "cu121", [], ["--no-bias-gelu-fusion"]),
         (dict(bias_gelu_fusion=True), "cu130", [], ["--no-bias-gelu-fusion"]),
         (dict(bias_gelu_fusion="false"), "cu121", ["--no-bias-gelu-fusion"], []),
@@ -319,7 +320,7 @@ def test_launch_args_refuse_unknown_launcher():
     [
         ({}, "cu130", ["CUDA_HOME=/usr/local/cuda",
                        "PATH=/opt/megatron/venv/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                       "PYTHONPATH=/opt/megatron/Megatron-DeepSpeed", "CUDA_DEVICE_MAX_CONNECTIONS=1"]),
+                       "PYTHONPATH=/opt/megatron/Megatron-DeepSpeed", "MEGATRON_DS_FUSED_OPS=1", "CUDA_DEVICE_MAX_CONNECTIONS=1"]),
         (dict(env={}, nccl_env={"NCCL_DEBUG": "WARN", "NCCL_IB_DISABLE": 0}), "cpu",
          ["DS_ACCELERATOR=cpu", "PATH=/opt/megatron/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
           "PYTHONPATH=/opt/megatron/Megatron-DeepSpeed", "NCCL_DEBUG=WARN", "NCCL_IB_DISABLE=0"]),
@@ -328,6 +329,18 @@ def test_launch_args_refuse_unknown_launcher():
               env={"NCCL_DEBUG": "WARN", "CUDA_DEVICE_MAX_CONNECTIONS": None, "PYTHONPATH": "/x"}), "cu121",
          ["PATH=/opt/megatron/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
           "NCCL_NVLS_ENABLE=0", "NCCL_DEBUG=WARN", "PYTHONPATH=/x"]),
+        # The fused ops: the ranks get the variable megatron_ds_fused_ops.pth looks for; the job's env can unset it.
+        (dict(fused_ops=False), "cu130", ["CUDA_HOME=/usr/local/cuda",
+                                          "PATH=/opt/megatron/venv/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                                          "PYTHONPATH=/opt/megatron/Megatron-DeepSpeed", "CUDA_DEVICE_MAX_CONNECTIONS=1"]),
+        (dict(fused_ops=True), "cpu", ["DS_ACCELERATOR=cpu",
+                                       "PATH=/opt/megatron/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                                       "PYTHONPATH=/opt/megatron/Megatron-DeepSpeed", "MEGATRON_DS_FUSED_OPS=1",
+                                       "CUDA_DEVICE_MAX_CONNECTIONS=1"]),
+        (dict(fused_ops=True, env={"MEGATRON_DS_FUSED_OPS": None}), "cu130",
+         ["CUDA_HOME=/usr/local/cuda",
+          "PATH=/opt/megatron/venv/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+          "PYTHONPATH=/opt/megatron/Megatron-DeepSpeed"]),
         # DeepSpeed >= 0.15.2 quotes values itself: spaces pass.
         (dict(env={"NCCL_SOCKET_IFNAME": "=ib0", "OPTS": "a b"}), "cu130", None),
     ],
@@ -568,8 +581,11 @@ def test_validation_judges_the_rendered_arguments_on_the_role_defaults(profile):
     assert judged == _job_args.train_args(job)
     assert "--ffn-hidden-size" not in judged
     for flag in ["--data-impl", "--deepspeed", "--deepspeed_config"] + (
-            ["--no-bias-gelu-fusion", "--no-masked-softmax-fusion", "--use-flash-attn-v2"] if profile == "cu130" else []):
+            ["--no-masked-softmax-fusion", "--use-flash-attn-v2"] if profile == "cu130" else []):
         assert flag in judged, flag
+    if profile == "cu130":  # the profile's fused ops serve the bias-GeLU fusion path
+        assert "--no-bias-gelu-fusion" not in judged
+        assert "--no-bias-gelu-fusion" in _job_rules.judged_arguments(dict(job, fused_ops=False, bias_gelu_fusion=False))[0]
 
 
 @pytest.mark.parametrize("overrides, present, absent", [

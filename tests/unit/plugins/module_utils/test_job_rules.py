@@ -952,9 +952,15 @@ def test_failed():
         ("use_flash_attn", "yes", "cu121", True),
         ("use_flash_attn", False, "cu130", False),     # kept as given: validate() refuses it
         ("use_flash_attn", "false", "cu130", False),
-        # bias_gelu_fusion: auto is off where the profile's torch cannot fuse the TorchScript bias-GeLU.
-        ("bias_gelu_fusion", "auto", "cu130", False),
-        ("bias_gelu_fusion", " Auto", "cu130", False),
+        # bias_gelu_fusion: auto is off where the profile's torch cannot fuse the TorchScript bias-GeLU,
+        # unless the fused ops serve it: cu130 opts in to them (fused_ops: auto), so on there.
+        ("bias_gelu_fusion", "auto", "cu130", True),
+        ("bias_gelu_fusion", " Auto", "cu130", True),
+        ("fused_ops", "auto", "cu130", True),
+        ("fused_ops", "auto", "cu121", False),
+        ("fused_ops", "auto", "cpu", False),
+        ("fused_ops", True, "cpu", True),
+        ("fused_ops", "off", "cu130", False),
         ("bias_gelu_fusion", "auto", "cu121", True),
         ("bias_gelu_fusion", "auto", "cu117", True),
         ("bias_gelu_fusion", "auto", "cpu", True),
@@ -970,6 +976,20 @@ def test_normalize_resolves_auto_settings(key, value, profile, expected):
     if profile is not None:
         spec_vars["megatron_job_stack_profile"] = profile
     assert _job_spec.normalize(spec_vars)[key] is expected
+
+
+@pytest.mark.parametrize("gelu, fused, profile, expected", [
+    ("auto", "auto", "cu130", True),     # the compiled kernel serves the fusion path
+    ("auto", False, "cu130", False),     # without it, TorchScript's unfused chain: off
+    (False, "auto", "cu130", False),     # a user's false stays
+    (True, False, "cu130", True),        # a user's true stays (validate() warns)
+    ("auto", True, "cu121", True),       # TorchScript fuses there anyway
+])
+def test_normalize_bias_gelu_follows_the_fused_ops(gelu, fused, profile, expected):
+    spec = _job_spec.normalize({"megatron_job_bias_gelu_fusion": gelu, "megatron_job_fused_ops": fused,
+                                "megatron_job_stack_profile": profile})
+    assert spec["bias_gelu_fusion"] is expected
+    assert _job_spec.normalize(spec) == spec   # idempotent
 
 
 @pytest.mark.parametrize("key", sorted(_job_schema.AUTO_BOOL_KEYS))
@@ -989,16 +1009,21 @@ def test_normalize_refuses_bad_auto_settings(key, value, profile, message):
 GELU_CHECK = "bias-GeLU without TorchScript fusion on stack profile cu130"
 GELU_RULES = [
     # (id, spec, check, status, words)
-    ("cu130 default (auto) passes", {"stack_profile": "cu130"}, GELU_CHECK, "pass", "job spec: --no-bias-gelu-fusion"),
+    ("cu130 default (auto) passes: the fused ops serve it", {"stack_profile": "cu130"}, GELU_CHECK, "pass",
+     "megatron_job_fused_ops: true (a compiled bias-GeLU)"),
+    ("cu130 without fused ops passes", {"stack_profile": "cu130", "fused_ops": False}, GELU_CHECK, "pass",
+     "job spec: --no-bias-gelu-fusion"),
     ("cu130 explicit false passes", {"stack_profile": "cu130", "bias_gelu_fusion": False}, GELU_CHECK, "pass", ""),
-    ("cu130 true warns", {"stack_profile": "cu130", "bias_gelu_fusion": True}, GELU_CHECK, "warn",
+    ("cu130 true with the fused ops passes", {"stack_profile": "cu130", "bias_gelu_fusion": True}, GELU_CHECK, "pass",
+     "compiled bias-GeLU"),
+    ("cu130 true warns", {"stack_profile": "cu130", "bias_gelu_fusion": True, "fused_ops": False}, GELU_CHECK, "warn",
      "megatron_job_bias_gelu_fusion: true"),
-    ("cu130 true: the reason", {"stack_profile": "cu130", "bias_gelu_fusion": True}, GELU_CHECK, "warn",
-     "no TorchScript GPU fuser"),
-    ("cu130 true: the measured cost", {"stack_profile": "cu130", "bias_gelu_fusion": True}, GELU_CHECK, "warn",
-     "35.8% instead of 46.0% MFU"),
-    ("cu130 true: the fix", {"stack_profile": "cu130", "bias_gelu_fusion": True}, GELU_CHECK, "warn",
-     "set megatron_job_bias_gelu_fusion: auto (or false)"),
+    ("cu130 true: the reason", {"stack_profile": "cu130", "bias_gelu_fusion": True, "fused_ops": False}, GELU_CHECK,
+     "warn", "no TorchScript GPU fuser"),
+    ("cu130 true: the measured cost", {"stack_profile": "cu130", "bias_gelu_fusion": True, "fused_ops": False},
+     GELU_CHECK, "warn", "35.8% instead of 46.0% MFU"),
+    ("cu130 true: the fix", {"stack_profile": "cu130", "bias_gelu_fusion": True, "fused_ops": False}, GELU_CHECK,
+     "warn", "set megatron_job_bias_gelu_fusion: auto (or false)"),
     ("cu130 true, flag in extra_args", {"stack_profile": "cu130", "bias_gelu_fusion": True,
                                         "extra_args": ["--no-bias-gelu-fusion"]}, GELU_CHECK, "pass", ""),
     ("cu121 keeps the fusion silently", {"stack_profile": "cu121"},

@@ -130,6 +130,10 @@ def test_torchscript_fusion(name, expected):
     ("bias_gelu_fusion", "cu117", True),
     ("bias_gelu_fusion", "cpu", True),
     ("bias_gelu_fusion", None, True),
+    ("fused_ops", "cu130", True),       # the profile opts in to megatron_ds_fused_ops
+    ("fused_ops", "cu121", False),
+    ("fused_ops", "cpu", False),
+    ("fused_ops", None, False),
 ])
 def test_auto_setting(key, name, expected):
     assert sp.auto_setting(key, name) is expected
