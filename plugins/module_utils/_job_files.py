@@ -45,7 +45,7 @@ def deepspeed_env(spec: Mapping[str, Any], profile: ProfileArg = None) -> Dict[s
     """The variables every rank on every node must see, later sources winning.
 
     Order: the venv's PATH and the Megatron checkout on PYTHONPATH, the accelerator's needs
-    (CUDA_HOME or DS_ACCELERATOR=cpu), MEGATRON_DS_FUSED_OPS=1 with ``fused_ops``, the nccl
+    (CUDA_HOME, or DS_ACCELERATOR=cpu and MAX_JOBS=1), MEGATRON_DS_FUSED_OPS=1 with ``fused_ops``, the nccl
     role's ``nccl_env``, then the job's ``env``.
     A variable set to null in ``env`` or ``nccl_env`` is left out.
     """
@@ -57,6 +57,11 @@ def deepspeed_env(spec: Mapping[str, Any], profile: ProfileArg = None) -> Dict[s
         # CPU ranks use DeepSpeed's CPU accelerator (gloo); auto-detection would also get
         # there, but only after a warning and a failed CUDA probe on every rank.
         env["DS_ACCELERATOR"] = "cpu"
+        # The first launch on a node JIT-builds DeepSpeed's deepspeed_shm_comm_op (torch's
+        # cpp_extension, ninja): one compiler per source file, about 1 GB each. One at a time keeps
+        # eight simulated nodes on one 24 GB machine from running it out of memory
+        # (docs/benchmarks.md, the 8-node bench); torch's lock already builds once per node.
+        env["MAX_JOBS"] = "1"
     elif job["cuda_home"] is not None:
         env["CUDA_HOME"] = job["cuda_home"].rstrip("/")
         path.append(env["CUDA_HOME"] + "/bin")

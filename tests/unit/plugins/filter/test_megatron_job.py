@@ -50,7 +50,7 @@ def test_filter_is_exposed(name):
         ("train_flags", ("cpu",), _job_args.train_flags(SPEC, "cpu")),
         ("launch_args", (), ["--hostfile", "/w/hostfile", "--launcher", "pdsh", "--master_port", "29500",
                              "--num_nodes", "2", "--num_gpus", "2"]),
-        ("deepspeed_env_lines", ("cpu",), ["DS_ACCELERATOR=cpu",
+        ("deepspeed_env_lines", ("cpu",), ["DS_ACCELERATOR=cpu", "MAX_JOBS=1",
                                            "PATH=/v/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                                            "PYTHONPATH=/m"]),
         ("job_summary", (), _job_spec.summary(SPEC)),

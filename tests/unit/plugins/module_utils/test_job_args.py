@@ -322,7 +322,7 @@ def test_launch_args_refuse_unknown_launcher():
                        "PATH=/opt/megatron/venv/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                        "PYTHONPATH=/opt/megatron/Megatron-DeepSpeed", "MEGATRON_DS_FUSED_OPS=1", "CUDA_DEVICE_MAX_CONNECTIONS=1"]),
         (dict(env={}, nccl_env={"NCCL_DEBUG": "WARN", "NCCL_IB_DISABLE": 0}), "cpu",
-         ["DS_ACCELERATOR=cpu", "PATH=/opt/megatron/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+         ["DS_ACCELERATOR=cpu", "MAX_JOBS=1", "PATH=/opt/megatron/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
           "PYTHONPATH=/opt/megatron/Megatron-DeepSpeed", "NCCL_DEBUG=WARN", "NCCL_IB_DISABLE=0"]),
         # The job's env wins over nccl_env; null drops a variable; booleans become 1/0.
         (dict(cuda_home=None, nccl_env={"NCCL_DEBUG": "INFO", "NCCL_NVLS_ENABLE": False},
@@ -333,7 +333,7 @@ def test_launch_args_refuse_unknown_launcher():
         (dict(fused_ops=False), "cu130", ["CUDA_HOME=/usr/local/cuda",
                                           "PATH=/opt/megatron/venv/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                                           "PYTHONPATH=/opt/megatron/Megatron-DeepSpeed", "CUDA_DEVICE_MAX_CONNECTIONS=1"]),
-        (dict(fused_ops=True), "cpu", ["DS_ACCELERATOR=cpu",
+        (dict(fused_ops=True), "cpu", ["DS_ACCELERATOR=cpu", "MAX_JOBS=1",
                                        "PATH=/opt/megatron/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                                        "PYTHONPATH=/opt/megatron/Megatron-DeepSpeed", "MEGATRON_DS_FUSED_OPS=1",
                                        "CUDA_DEVICE_MAX_CONNECTIONS=1"]),
