@@ -125,3 +125,24 @@ def module(host: str, name: str, args: Dict[str, Any]) -> Dict[str, Any]:
         return plays[0]["tasks"][0]["hosts"][host]
     except (ValueError, KeyError, IndexError) as exc:
         raise AssertionError("ansible %s -m %s: %s\n%s%s" % (host, name, exc, result.stdout[-3000:], result.stderr[-3000:]))
+
+
+def stop_saving(ckpt: str) -> Tuple[int, str, str]:
+    """stop.yml as an operator runs it, whatever the backend: every rank saves on SIGTERM and is
+    gone afterwards, and node1 holds the new tag under ``ckpt``. Returns (step, tag, output)."""
+    rc, output = playbook("stop.yml")
+    assert rc == 0, output
+    assert "every rank saved on SIGTERM" in output
+    for name in NODES:
+        assert ranks(name) == [], (name, ranks(name))
+    tag = latest("node1", ckpt)
+    assert tag and tag.startswith("global_step"), tag
+    step = int(tag[len("global_step"):])
+    assert step >= 3
+    return step, tag, output
+
+
+def assert_saved_on_sigterm(lines: List[str], ckpt: str, tag: str) -> None:
+    """The job's log has the SIGTERM save of ``tag`` and the launcher's clean exit."""
+    assert any("BURNIN checkpoint %s/%s (SIGTERM)" % (ckpt, tag) in line for line in lines), lines[-20:]
+    assert any("launcher exited rc=0" in line for line in lines), lines[-10:]

@@ -12,8 +12,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from launch_helpers import (BURNIN_CKPT, BURNIN_DIR, BURNIN_LOG, NODES, RANKS_PER_NODE, burnin_results,
-                            checkpoint_files, latest, module, node, playbook, ranks, run_log, status)
+from launch_helpers import (BURNIN_CKPT, BURNIN_DIR, BURNIN_LOG, NODES, RANKS_PER_NODE, assert_saved_on_sigterm,
+                            burnin_results, checkpoint_files, latest, module, node, playbook, run_log, status,
+                            stop_saving)
 
 STOP_CKPT = BURNIN_DIR + "/checkpoints-stop"
 STEPS = 20
@@ -154,19 +155,9 @@ def test_stop_saves_a_checkpoint_and_resume_continues_from_its_step():
         assert report["nodes"][name]["ranks"] == RANKS_PER_NODE
         assert report["nodes"][name]["local_ranks"] == list(range(RANKS_PER_NODE))
 
-    rc, output = playbook("stop.yml")
-    assert rc == 0, output
-    assert "every rank saved on SIGTERM" in output
-    for name in NODES:
-        assert ranks(name) == [], (name, ranks(name))
-    tag = latest("node1", STOP_CKPT)
-    assert tag and tag.startswith("global_step"), tag
-    step = int(tag[len("global_step"):])
-    assert step >= 3
+    step, tag, output = stop_saving(STOP_CKPT)
     assert "latest checkpoint: %s/%s" % (STOP_CKPT, tag) in output
-    lines = run_log(BURNIN_LOG)
-    assert any("BURNIN checkpoint %s/%s (SIGTERM)" % (STOP_CKPT, tag) in line for line in lines), lines[-20:]
-    assert any("launcher exited rc=0" in line for line in lines), lines[-10:]
+    assert_saved_on_sigterm(run_log(BURNIN_LOG), STOP_CKPT, tag)
     # Without shared storage node2 and node3 hold only their own shards, and no `latest`.
     assert latest("node2", STOP_CKPT) is None and latest("node3", STOP_CKPT) is None
     assert "mp_rank_00_model_states.pt" not in checkpoint_files("node2", STOP_CKPT, tag)

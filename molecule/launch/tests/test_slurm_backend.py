@@ -14,8 +14,10 @@ import time
 
 import pytest
 
+from ansible_collections.megatron_ds.cluster.tests.support import polling as _polling
 from launch_helpers import (BURNIN_DIR, LOG_DIR, NODES, PROJECT_DIR, RANKS_PER_NODE, REAL_MDS, TRAIN_CKPT, WORKDIR,
-                            burnin_results, latest, node, playbook, ranks, status)
+                            assert_saved_on_sigterm, burnin_results, latest, node, playbook, ranks, status,
+                            stop_saving)
 
 SLURM = {"megatron_launch_backend": "slurm"}
 STOP_CKPT = BURNIN_DIR + "/checkpoints-slurm"
@@ -24,14 +26,8 @@ HEALTH_CONFIG = "/etc/megatron/slurm-health.json"
 
 
 def wait_for(predicate, what: str, deadline: float = 120.0, step: float = 1.0):
-    end = time.monotonic() + deadline
-    value = None
-    while time.monotonic() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    raise AssertionError("timed out waiting for %s; last: %r" % (what, value))
+    """tests/support/polling.wait_for with the longer deadline a launch through Slurm needs."""
+    return _polling.wait_for(predicate, what, deadline, step)
 
 
 def node_states() -> dict:
@@ -88,18 +84,8 @@ def test_burnin_as_a_slurm_job_stops_with_scancel_and_the_resubmitted_job_resume
         assert report["nodes"][name]["local_ranks"] == list(range(RANKS_PER_NODE)), report["nodes"]
     assert re.search(r"^%s RUNNING$" % job_id, node("node1").check_output("squeue --noheader --format='%%i %%T'"), re.M)
 
-    rc, output = playbook("stop.yml")
-    assert rc == 0, output
-    assert "every rank saved on SIGTERM" in output
-    for name in NODES:
-        assert ranks(name) == [], (name, ranks(name))
-    tag = latest("node1", STOP_CKPT)
-    assert tag and tag.startswith("global_step"), tag
-    step = int(tag[len("global_step"):])
-    assert step >= 3
-    lines = job_log(first)
-    assert any("BURNIN checkpoint %s/%s (SIGTERM)" % (STOP_CKPT, tag) in line for line in lines), lines[-20:]
-    assert any("launcher exited rc=0" in line for line in lines), lines[-10:]
+    step, tag, output = stop_saving(STOP_CKPT)
+    assert_saved_on_sigterm(job_log(first), STOP_CKPT, tag)
     stopped = status()
     assert stopped["state"] == "stopped" and stopped["slurm"]["state"] == "COMPLETED", stopped
 

@@ -11,11 +11,12 @@ import importlib.util
 import json
 import os
 import re
-import time
 from pathlib import Path
 
 import pytest
 import testinfra
+
+from ansible_collections.megatron_ds.cluster.tests.support.polling import wait_for
 
 NODES = ["node1", "node2", "node3"]
 HEAD = "node1"
@@ -65,17 +66,6 @@ srun python3 /tmp/allreduce.py
 
 def node(name: str):
     return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
-
-
-def wait_for(predicate, what: str, deadline: float = 60.0, step: float = 1.0):
-    end = time.monotonic() + deadline
-    value = None
-    while time.monotonic() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    raise AssertionError("timed out waiting for %s; last: %r" % (what, value))
 
 
 def states(head) -> dict:
