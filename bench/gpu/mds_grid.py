@@ -137,6 +137,9 @@ GRID = [
     # same rows without them (the planner's one-GPU choices for the GPT and the llama preset).
     cfg("g1-m32-z0-fx", 1, 32, zero=0, fused=True),
     cfg("g1-llamap-m16-z0-fx", 1, 16, zero=0, model="llama-preset", fused=True),
+    # ... and under activation recompute, where Megatron re-runs the patched functions.
+    cfg("g1-m16-rc-fx", 1, 16, recompute=True, fused=True),
+    cfg("g1-llamap-m16-rc-fx", 1, 16, recompute=True, model="llama-preset", fused=True),
 ]
 
 
