@@ -41,7 +41,9 @@ import torch
 import torch.nn.functional as F
 
 __version__ = "1.0.0"
+# The variable the .pth looks for (the job sets it), and the one that keeps the eager functions.
 ENV = "MEGATRON_DS_FUSED_OPS"
+EAGER_ENV = ENV + "_EAGER"
 STATE: Dict[str, Any] = {"compiled": None, "patched": [], "why": ""}
 
 
@@ -82,9 +84,9 @@ def compile_kernels(enabled: Optional[bool] = None) -> Dict[str, Callable]:
     """torch.compile each function once (shapes are fixed within a job: dynamic=False). On a host
     without CUDA, or where torch.compile cannot be set up, the eager functions stay."""
     if enabled is None:
-        enabled = torch.cuda.is_available() and os.environ.get("MEGATRON_DS_FUSED_OPS_EAGER", "") != "1"
+        enabled = torch.cuda.is_available() and os.environ.get(EAGER_ENV, "") != "1"
     if not enabled:
-        STATE.update(compiled=False, why="no CUDA device or MEGATRON_DS_FUSED_OPS_EAGER=1")
+        STATE.update(compiled=False, why="no CUDA device or %s=1" % EAGER_ENV)
         return dict(KERNELS)
     try:
         compiled = {name: torch.compile(fn, dynamic=False) for name, fn in KERNELS.items()}
