@@ -176,6 +176,36 @@ def test_rank_exit_without_culprit_retries_same_nodes_after_backoff(tmp_path):
     assert "megatron_job_extra_args" not in _overrides(config)
 
 
+class LoggingShell(FakeShell):
+    """The ranks that outlived the fault log more iterations (and save one more tag) until the
+    stop's SIGTERM reaches them: what a loaded head node sees between reading the log and asking
+    the nodes."""
+
+    def __init__(self, ranks: Dict[str, Optional[List[str]]], log: pathlib.Path, ckpt: pathlib.Path,
+                 more: List[int], tag: int) -> None:
+        super().__init__(ranks)
+        self.log, self.ckpt, self.more, self.tag = log, ckpt, more, tag
+
+    def signal(self, node: str, pattern: str, sig: str) -> None:
+        if sig == "TERM" and self.more:
+            with self.log.open("a") as handle:
+                for step in self.more:
+                    handle.write("BURNIN step=%d loss=4.0 step_time=0.050s tokens_per_s_per_rank=100.0\n" % step)
+            _tag(self.ckpt, self.tag)
+            self.more = []
+        super().signal(node, pattern, sig)
+
+
+def test_last_iteration_is_read_after_the_ranks_stopped(tmp_path):
+    # make chaos, first fault: the record said iteration 9 while the job had logged 18 and saved
+    # global_step18 (its "iterations lost" undercounted). The log is read again after the stop.
+    config = _setup(tmp_path, ["5.0"] * 9, [(9, False)])
+    shell = LoggingShell(dict(HEALTHY, node2=["Sl"]), tmp_path / "train.log", tmp_path / "ckpt", list(range(10, 21)), 18)
+    record = _poll(config, shell, FakeRun())[1]
+    assert (record["fault"], record["iteration"], record["resumed_step"], record["iterations_lost"]) == (
+        "rank_exited", 20, 18, 2)
+
+
 def test_nan_rolls_back_to_the_tag_before_it(tmp_path):
     config = _setup(tmp_path, ["5.0"] * 11 + ["nan"], [(5, False), (10, False), (12, False)])
     shell, run = FakeShell(HEALTHY), FakeRun()

@@ -174,18 +174,26 @@ def launcher_alive(config: Mapping[str, Any]) -> bool:
     return True
 
 
-def observe(config: Mapping[str, Any], shell: Shell, progress: Progress, alerts: Sequence[Mapping[str, Any]],
-            clock: float, log_offset: int, nodes: Optional[Sequence[str]] = None) -> Dict[str, Any]:
-    """One observation of the job on ``nodes`` (the job's nodes now; default the configured ones)
-    for _heal.classify."""
-    nodes = list(nodes if nodes is not None else config["nodes"])
-    from ansible_collections.megatron_ds.cluster.plugins.module_utils import _heal, _launch
+def read_log(config: Mapping[str, Any], progress: Progress, log_offset: int, clock: float) -> Dict[str, Any]:
+    """Read the job's log from the launch's offset into ``progress``; its summary (_launch.parse_log)."""
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils import _launch
 
     lines: List[str] = []
     if os.path.exists(config["log_file"]):
         lines = _launch.tail_text(config["log_file"], log_offset)[0]
     summary = _launch.parse_log(lines)
     progress.update(summary, lines, clock)
+    return summary
+
+
+def observe(config: Mapping[str, Any], shell: Shell, progress: Progress, alerts: Sequence[Mapping[str, Any]],
+            clock: float, log_offset: int, nodes: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+    """One observation of the job on ``nodes`` (the job's nodes now; default the configured ones)
+    for _heal.classify."""
+    nodes = list(nodes if nodes is not None else config["nodes"])
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils import _heal
+
+    summary = read_log(config, progress, log_offset, clock)
     obs: Dict[str, Any] = {"unreachable": [], "exited": {}, "stopped_ranks": {}}
     if summary.get("launcher_rc") == 0:
         obs["finished"] = True
@@ -420,9 +428,13 @@ class Supervisor:
     def handle(self, fault: Dict[str, Any], obs: Mapping[str, Any], clock: float) -> Dict[str, Any]:
         heal = self.heal
         before = self.saved_shape()
-        last_iteration = self.progress.iteration
         reachable = [n for n in self.nodes if n not in (obs.get("unreachable") or [])]
         stop_ranks(self.config, self.shell, reachable, self.sleep)
+        # The last iteration the job logged, read again once its ranks are gone: the observation
+        # read the log before it asked the nodes (seconds on a loaded head node), and the ranks
+        # that outlived the fault went on logging until they stopped.
+        read_log(self.config, self.progress, self.log_offset, clock)
+        last_iteration = self.progress.iteration
         if fault["kind"] == heal.TRANSIENT:
             bad = culprits(self.config, self.shell, reachable)
             if bad:
