@@ -288,3 +288,75 @@ def test_excluded_node_is_not_watched_and_a_restart_keeps_the_nodes(tmp_path):
     assert supervisor.poll() is None  # node3 is still down, but no longer the job's
     restarted = sup.Supervisor(config, shell=shell, run=run)
     assert restarted.nodes == ["node1", "node2"]
+
+
+@pytest.mark.parametrize("connection, addresses, hosts, expected", [
+    # training_user: ssh as the training user to the watcher's address, no become, the interpreter kept
+    ("training_user", {"node1": "10.0.0.1"}, {"node1": {"ansible_host": "1.2.3.4", "ansible_connection": "community.docker.docker",
+                                                        "ansible_python_interpreter": "/usr/bin/python3.11"}},
+     {"node1": {"ansible_connection": "ssh", "ansible_user": "trainer", "ansible_host": "10.0.0.1", "ansible_become": False,
+                "ansible_python_interpreter": "/usr/bin/python3.11"}}),
+    # no address: the inventory name (what cluster_ssh put in known_hosts)
+    ("training_user", {}, {}, {"node1": {"ansible_connection": "ssh", "ansible_user": "trainer", "ansible_host": "node1",
+                                         "ansible_become": False, "ansible_python_interpreter": "/usr/bin/python3"}}),
+    # inventory: the controller's variables as copied
+    ("inventory", {"node1": "10.0.0.1"}, {"node1": {"ansible_host": "1.2.3.4", "ansible_user": "ops"}},
+     {"node1": {"ansible_host": "1.2.3.4", "ansible_user": "ops"}}),
+])
+def test_relaunch_hosts(connection, addresses, hosts, expected):
+    config = {"nodes": ["node1"], "spares": [], "user": "trainer", "relaunch_connection": connection,
+              "addresses": addresses, "inventory_hosts": hosts}
+    assert sup.relaunch_hosts(config) == expected
+
+
+class SlurmRun(FakeRun):
+    """squeue answers in turn (the last one repeats); scancel, ds_to_universal and the relaunch succeed."""
+
+    def __init__(self, squeue: List[subprocess.CompletedProcess]) -> None:
+        super().__init__()
+        self.squeue = list(squeue)
+
+    def __call__(self, argv: List[str], **kwargs: Any) -> subprocess.CompletedProcess:
+        self.calls.append(list(argv))
+        if argv[0] == "squeue":
+            return self.squeue.pop(0) if len(self.squeue) > 1 else self.squeue[0]
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+
+def _queue(stdout: str = "", rc: int = 0, stderr: str = "") -> subprocess.CompletedProcess:
+    return subprocess.CompletedProcess(["squeue"], rc, stdout, stderr)
+
+
+@pytest.mark.parametrize("answer, alive", [
+    (_queue("RUNNING\n"), True),
+    (_queue("COMPLETING\n"), True),
+    (_queue(""), False),  # left the queue
+    (_queue(rc=1, stderr="slurm_load_jobs error: Invalid job id specified"), False),
+    (_queue(rc=1, stderr="slurm_load_jobs error: Unable to contact slurm controller"), True),  # no verdict
+])
+def test_slurm_launcher_alive(tmp_path, answer, alive):
+    record = tmp_path / "launch.json"
+    record.write_text(json.dumps({"backend": "slurm", "slurm_job_id": "42", "pid": None}))
+    run = SlurmRun([answer])
+    assert sup.launcher_alive({"record_file": str(record)}, run) is alive
+    assert run.calls == [["squeue", "--noheader", "--jobs", "42", "--format=%T"]]
+
+
+def test_slurm_backend_rank_exit_cancels_the_job_and_pins_the_relaunch(tmp_path):
+    config = _setup(tmp_path, [], [(10, False)])
+    # The Slurm backend logs per job id: the record names the log, the configured one stays empty.
+    job_log = tmp_path / "burnin-42.log"
+    job_log.write_text("=== megatron_launch 2026-12-01T06:00:00Z: start burnin_gpt.py /w/burnin.sbatch\n" + "".join(
+        "BURNIN step=%d loss=5.0 step_time=0.500s tokens_per_s_per_rank=100.0\n" % i for i in range(1, 13)))
+    (tmp_path / "launch.json").write_text(json.dumps({"backend": "slurm", "slurm_job_id": "42", "pid": None,
+                                                      "log_file": str(job_log), "log_offset": 0}))
+    run = SlurmRun([_queue("RUNNING\n"), _queue("RUNNING\n"), _queue("")])
+    shell = FakeShell(dict(HEALTHY, node2=["Sl"]))
+    supervisor, record, sleeps = _poll(config, shell, run)
+    assert (record["fault"], record["action"], record["iteration"]) == ("rank_exited", "retry", 12)
+    # the job cancelled once its ranks were told to stop, and waited for until it left the queue
+    assert ["scancel", "42"] in run.calls
+    assert [c[0] for c in run.calls].count("squeue") == 3
+    assert 2.0 in sleeps
+    assert _overrides(config) == {"megatron_launch_backend": "slurm", "megatron_launch_slurm_pin_nodes": True}
+    assert run.calls[-1][0] == "ansible-playbook"

@@ -389,7 +389,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     initial_loss = final_loss = float("nan")
     timed_steps, timed_seconds = 0, 0.0
     checkpoint: Optional[str] = None
-    cursor = 0
+    # Where the data stands after start_step steps (Megatron's consumed samples): a resume sees
+    # the samples the uninterrupted run would see next, not the start of the pool again (which the
+    # model has seen most often, so the loss after every resume dipped).
+    cursor = start_step * micro * grad_acc
     stopped = False
     step = start_step
     while step < args.steps:

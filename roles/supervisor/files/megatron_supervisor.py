@@ -144,18 +144,60 @@ class Shell:
         self.run(node, "pkill -%s -f %s; true" % (sig, shlex.quote(pattern)))
 
 
-def _record_pid(config: Mapping[str, Any]) -> int:
+def launch_record(config: Mapping[str, Any]) -> Dict[str, Any]:
+    """The launch record train.yml wrote (launch.json: pid or Slurm job id, log file, nodes); {}
+    when there is none yet."""
     try:
         with open(config["record_file"]) as handle:
-            return int(json.load(handle).get("pid") or 0)
-    except (OSError, ValueError, TypeError):
+            record = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _record_pid(config: Mapping[str, Any]) -> int:
+    try:
+        return int(launch_record(config).get("pid") or 0)
+    except (ValueError, TypeError):
         return 0
 
 
-def launcher_alive(config: Mapping[str, Any]) -> bool:
-    """Whether the launcher of the launch record (train.yml's wrapper shell on this head node) lives;
-    True when the record names none (then only its exit line in the log counts). A zombie counts
-    as gone."""
+def slurm_job(config: Mapping[str, Any]) -> Optional[str]:
+    """The Slurm job id of the launch (megatron_launch_backend: slurm), else None."""
+    record = launch_record(config)
+    if record.get("backend") == "slurm" and record.get("slurm_job_id"):
+        return str(record["slurm_job_id"])
+    return None
+
+
+def slurm_job_state(job_id: str, run: Callable[..., subprocess.CompletedProcess] = subprocess.run) -> Optional[str]:
+    """The job's state in squeue (PENDING, RUNNING, COMPLETING ...); None once it has left the
+    queue. squeue failing (slurmctld away) counts as still there: no verdict without an answer."""
+    try:
+        proc = run(["squeue", "--noheader", "--jobs", job_id, "--format=%T"], capture_output=True, text=True,
+                   timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return "UNKNOWN"
+    if proc.returncode != 0:
+        # "Invalid job id specified": slurmctld has already forgotten a finished job.
+        return None if "Invalid job id" in (proc.stderr or "") else "UNKNOWN"
+    states = [line.strip() for line in proc.stdout.splitlines() if line.strip()]
+    return states[0] if states else None
+
+
+def log_file(config: Mapping[str, Any]) -> str:
+    """The log of the current launch: the record's (the Slurm backend logs per job id), else the
+    configured one."""
+    return str(launch_record(config).get("log_file") or config["log_file"])
+
+
+def launcher_alive(config: Mapping[str, Any], run: Callable[..., subprocess.CompletedProcess] = subprocess.run) -> bool:
+    """Whether the launcher of the launch record lives: train.yml's wrapper shell on this head
+    node (a zombie counts as gone), or under Slurm the job in the queue. True when the record names
+    neither (then only its exit line in the log counts)."""
+    job = slurm_job(config)
+    if job:
+        return slurm_job_state(job, run) is not None
     pid = _record_pid(config)
     if pid <= 0:
         return True
@@ -179,15 +221,17 @@ def read_log(config: Mapping[str, Any], progress: Progress, log_offset: int, clo
     from ansible_collections.megatron_ds.cluster.plugins.module_utils import _launch
 
     lines: List[str] = []
-    if os.path.exists(config["log_file"]):
-        lines = _launch.tail_text(config["log_file"], log_offset)[0]
+    path = log_file(config)
+    if os.path.exists(path):
+        lines = _launch.tail_text(path, log_offset)[0]
     summary = _launch.parse_log(lines)
     progress.update(summary, lines, clock)
     return summary
 
 
 def observe(config: Mapping[str, Any], shell: Shell, progress: Progress, alerts: Sequence[Mapping[str, Any]],
-            clock: float, log_offset: int, nodes: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+            clock: float, log_offset: int, nodes: Optional[Sequence[str]] = None,
+            run: Callable[..., subprocess.CompletedProcess] = subprocess.run) -> Dict[str, Any]:
     """One observation of the job on ``nodes`` (the job's nodes now; default the configured ones)
     for _heal.classify."""
     nodes = list(nodes if nodes is not None else config["nodes"])
@@ -226,7 +270,7 @@ def observe(config: Mapping[str, Any], shell: Shell, progress: Progress, alerts:
         if short and len(short) < len(counts) and progress.iteration is not None:
             obs["exited"] = {n: summary.get("launcher_rc") for n in short}
         elif short and (summary.get("launcher_rc") not in (None, 0)
-                        or (summary.get("launcher_rc") is None and not launcher_alive(config))):
+                        or (summary.get("launcher_rc") is None and not launcher_alive(config, run))):
             # Every rank gone and the launcher failed (or died before it could say): no suspect.
             obs["exited"] = {"*": summary.get("launcher_rc")}
     if progress.iteration is not None or summary.get("started"):
@@ -242,7 +286,8 @@ def observe(config: Mapping[str, Any], shell: Shell, progress: Progress, alerts:
 # ------------------------------------------------------------------------------------------------
 # Acting on a decision
 # ------------------------------------------------------------------------------------------------
-def stop_ranks(config: Mapping[str, Any], shell: Shell, nodes: Sequence[str], sleep: Callable[[float], None]) -> None:
+def stop_ranks(config: Mapping[str, Any], shell: Shell, nodes: Sequence[str], sleep: Callable[[float], None],
+               run: Callable[..., subprocess.CompletedProcess] = subprocess.run) -> None:
     """SIGTERM (the ranks save and exit), then SIGKILL what is left after stop_timeout; SIGCONT
     first so that a stopped (SIGSTOP) rank can act on the signals."""
     pattern = config["rank_pattern"]
@@ -261,6 +306,16 @@ def stop_ranks(config: Mapping[str, Any], shell: Shell, nodes: Sequence[str], sl
     from ansible_collections.megatron_ds.cluster.plugins.module_utils import _launch
     for node in nodes:
         shell.run(node, _launch.shm_sweep_command())
+    # Under Slurm the job itself: its allocation must be free before the relaunch asks for the
+    # nodes again, and a batch script that outlives the stop would log into the next job's time.
+    job = slurm_job(config)
+    if job:
+        run(["scancel", job], capture_output=True, text=True, timeout=60, check=False)
+        for _wait in range(int(deadline // 2) + 1):  # pylint: disable=unused-variable
+            if slurm_job_state(job, run) is None:
+                break
+            sleep(2.0)
+        return
     # The launcher too (train.yml starts it with setsid: its pid is its process group), and wait
     # for it: a launcher that outlives the stop would append its exit line to the next launch's log.
     pid = _record_pid(config)
@@ -314,12 +369,29 @@ def choose_checkpoint(config: Mapping[str, Any], saved_shape: Mapping[str, Any],
     return choice
 
 
+def relaunch_hosts(config: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:
+    """Each node's connection variables in the relaunch inventory. relaunch_connection
+    ``training_user`` (the default): ssh as the training user to the address the rank watcher uses,
+    without become (the job's files, ranks and checkpoints are that user's; the supervisor needs no
+    root). ``inventory``: the controller's connection variables as the role copied them."""
+    hosts = {n: dict(v or {}) for n, v in (config.get("inventory_hosts") or {}).items()}
+    if config.get("relaunch_connection", "training_user") != "training_user":
+        return hosts
+    addresses = dict(config.get("addresses") or {})
+    out = {}
+    for node in list(dict.fromkeys(list(config["nodes"]) + list(config.get("spares") or []) + list(hosts))):
+        out[node] = {"ansible_connection": "ssh", "ansible_user": config.get("user") or "megatron",
+                     "ansible_host": addresses.get(node) or node, "ansible_become": False,
+                     "ansible_python_interpreter": hosts.get(node, {}).get("ansible_python_interpreter") or "/usr/bin/python3"}
+    return out
+
+
 def write_inventory(config: Mapping[str, Any], nodes: Sequence[str], spares: Sequence[str]) -> str:
     """The inventory train.yml relaunches with (Ansible's yaml inventory plugin reads .json):
     the job's variables as the controller had them, megatron_nodes = the nodes kept (in their
     order: the first hosts global rank 0), megatron_head, megatron_spares, and the excluded nodes
     in megatron_excluded so that they stay visible."""
-    hosts = dict(config.get("inventory_hosts") or {})
+    hosts = relaunch_hosts(config)
     excluded = [n for n in config["nodes"] if n not in nodes and n not in spares]
     head = config.get("head") or nodes[0]
     inventory = {"all": {
@@ -369,9 +441,8 @@ class Supervisor:
 
     def _record_offset(self) -> int:
         try:
-            with open(self.config["record_file"]) as handle:
-                return int(json.load(handle).get("log_offset") or 0)
-        except (OSError, ValueError):
+            return int(launch_record(self.config).get("log_offset") or 0)
+        except (ValueError, TypeError):
             return 0
 
     def add_alerts(self, payload: Mapping[str, Any]) -> int:
@@ -411,7 +482,7 @@ class Supervisor:
         with self.lock:
             alerts, self.alerts = self.alerts, []
         clock = self.clock()
-        obs = observe(self.config, self.shell, self.progress, alerts, clock, self.log_offset, self.nodes)
+        obs = observe(self.config, self.shell, self.progress, alerts, clock, self.log_offset, self.nodes, self.run)
         if self.pending_resume and self.progress.iteration is not None \
                 and self.progress.iteration > (self.pending_resume.get("step") or 0):
             self.incident.append(self.config["incident_file"], {
@@ -429,7 +500,7 @@ class Supervisor:
         heal = self.heal
         before = self.saved_shape()
         reachable = [n for n in self.nodes if n not in (obs.get("unreachable") or [])]
-        stop_ranks(self.config, self.shell, reachable, self.sleep)
+        stop_ranks(self.config, self.shell, reachable, self.sleep, self.run)
         # The last iteration the job logged, read again once its ranks are gone: the observation
         # read the log before it asked the nodes (seconds on a loaded head node), and the ranks
         # that outlived the fault went on logging until they stopped.
@@ -498,6 +569,11 @@ class Supervisor:
             extra["megatron_job_extra_args"] = list(self.config["spec"].get("megatron_job_extra_args") or []) + [
                 "--universal-checkpoint"]
             self.universal = False
+        if slurm_job(self.config):
+            # The backend the job was launched with (an operator's -e is not in the inventory the
+            # supervisor copied), and on the nodes kept, not on any N of the partition (the lost
+            # node may not be marked DOWN yet).
+            extra.update(megatron_launch_backend="slurm", megatron_launch_slurm_pin_nodes=True)
         path = os.path.join(os.path.dirname(self.config["incident_file"]), "supervisor-overrides.json")
         with open(path, "w") as handle:
             json.dump(extra, handle, sort_keys=True)
