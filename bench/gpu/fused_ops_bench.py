@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Forward+backward time of Megatron-DeepSpeed's elementwise chains, eager (as Megatron runs them on
 torch 2.11 with the cu130 profile) against roles/python_env/files/fused_ops (megatron_ds_fused_ops)'s torch.compile'd kernels, at the
-shapes of the 1.23B model of docs/benchmarks.md (seq 2048, hidden 2048, 16 heads), side by side in
+shapes of the 1.23B model of docs/benchmarks.md (mds_grid.MODEL: seq 2048, hidden 2048, 16 heads), side by side in
 one process. Also prints the largest difference of the outputs and input gradients from a float32
 evaluation of the same arithmetic, for both, so that the compiled kernels are checked where they run.
 
@@ -11,7 +11,7 @@ evaluation of the same arithmetic, for both, so that the compiled kernels are ch
 
 Per iteration, each op runs (per layer and micro batch) as in the transformer layer: the GPT,
 bias+GeLU once and bias+dropout+add twice; the llama preset, SwiGLU once, rotary twice (query
-and key) and dropout+add twice (no biases); the printed saving multiplies by 24 layers and the
+and key) and dropout+add twice (no biases); the printed saving multiplies by the 24 layers and the
 micro batches of an iteration (--grad-acc).
 """
 import argparse
@@ -24,6 +24,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "roles", "python_env", "files", "fused_ops"))
 import megatron_ds_fused_ops as fused_ops  # noqa: E402  (the role's copy: what the venv gets)
 import torch.nn.functional as F  # noqa: E402
+from mds_grid import MODEL  # noqa: E402  (the grid's one model shape, beside this file)
 
 
 def bias_dropout_add_train(x, bias, residual, prob):
@@ -34,7 +35,7 @@ def bias_dropout_add_train(x, bias, residual, prob):
     return residual + F.dropout(x, p=prob, training=True)
 
 
-LAYERS = 24
+LAYERS = MODEL["num_layers"]
 
 
 def timed(fn, args, reps):
@@ -83,7 +84,8 @@ def main():
     a = ap.parse_args()
     torch.manual_seed(0)
     dev, bf = "cuda", torch.bfloat16
-    s, b, h, heads, d = 2048, a.micro, 2048, 16, 128
+    s, b, h, heads = MODEL["seq_length"], a.micro, MODEL["hidden_size"], MODEL["num_attention_heads"]
+    d = h // heads
     ffn_gpt, ffn_llama = 4 * h, int(8 * h / 3 / 64) * 64
 
     def t(*shape, grad=True):
