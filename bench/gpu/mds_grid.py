@@ -242,6 +242,14 @@ def cmd_render(args: argparse.Namespace) -> int:
     failed = 0
     for index, c in enumerate(select(args.only)):
         variables = role_vars(c, args.root, 29500 + 10 * GRID.index(c))
+        # --set KEY=VALUE (VALUE read as JSON where it parses): a row with other job variables,
+        # e.g. a smaller model and a save interval for bench/gpu/supervise_gpu.py.
+        for item in args.set or []:
+            key, _, value = item.partition("=")
+            try:
+                variables[key] = json.loads(value)
+            except ValueError:
+                variables[key] = value
         vars_file = os.path.join(scratch, "vars-%s.json" % c["name"])
         with open(vars_file, "w") as handle:
             json.dump(variables, handle, indent=1)
@@ -647,6 +655,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--root", default="/tmp/mdsgrid", help="where the jobs, Megatron-DeepSpeed and data live on the GPU host")
     p.add_argument("--only", help="comma-separated configuration names")
     p.add_argument("--show", action="store_true", help="print the first train.sh")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a job variable (VALUE as JSON)")
     p.set_defaults(func=cmd_render)
     p = sub.add_parser("run")
     p.add_argument("--jobs", required=True)
