@@ -245,7 +245,7 @@ def cmd_render(args: argparse.Namespace) -> int:
         # --set KEY=VALUE (VALUE read as JSON where it parses): a row with other job variables,
         # e.g. a smaller model and a save interval for bench/gpu/supervise_gpu.py.
         for item in args.set or []:
-            key, _, value = item.partition("=")
+            key, _sep, value = item.partition("=")
             try:
                 variables[key] = json.loads(value)
             except ValueError:

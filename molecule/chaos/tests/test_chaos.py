@@ -121,13 +121,14 @@ def loss_continuity(runs: List[List[Tuple[int, float]]], step: int, window: int 
     before = dict(pair for run in runs[:-1] for pair in run)
     after = dict(runs[-1])
     recent = [(i, before[i]) for i in sorted(before) if i <= step][-20:]
-    fit = statistics.linear_regression([float(i) for i, _ in recent], [loss for _, loss in recent])
+    iterations, losses = [float(i) for i, _loss in recent], [loss for _i, loss in recent]
+    fit = statistics.linear_regression(iterations, losses)
     noise = statistics.pstdev([loss - (fit.slope * i + fit.intercept) for i, loss in recent])
     resumed = sorted(after)[:window]
     same = [i for i in sorted(after) if i in before][:window]
     return {
         "first_loss_of_job": runs[0][0][1], "noise": round(noise, 4),
-        "mean_before_tag": round(statistics.mean(loss for _, loss in recent[-window:]), 4),
+        "mean_before_tag": round(statistics.mean(losses[-window:]), 4),
         "trend_at_resume": round(statistics.mean(fit.slope * i + fit.intercept for i in resumed), 4),
         "mean_after_resume": round(statistics.mean(after[i] for i in resumed), 4),
         "same_iterations": same,
