@@ -466,6 +466,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         result["slow_threshold"] = args.slow_threshold
     print("%s %s" % (RESULT_TAG, json.dumps(result, sort_keys=True)), flush=True)
     torch_dist.barrier()
+    # Tear the process group down here rather than at interpreter exit, where its threads (gloo,
+    # DeepSpeed's shared-memory all-reduce) are destroyed in no fixed order: a rank of a finished
+    # 2-rank run once aborted there (exit -6) after printing its result, failing its launcher.
+    torch_dist.destroy_process_group()
     return 0
 
 
