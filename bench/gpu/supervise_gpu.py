@@ -37,9 +37,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 SUPERVISOR = os.path.join(REPO, "roles", "supervisor", "files", "megatron_supervisor.py")
 RANK_PATTERN = r"python[0-9.]* -u ([^ ]*/)?pretrain_gpt\.py( |$)"
-ITERATION = re.compile(r"iteration\s+(\d+)/\s*\d+ \|.*?lm loss: ([\d.E+-]+) \|")
-LOADED = re.compile(r"successfully loaded checkpoint from \S+ at iteration (\d+)|"
-                    r"loading checkpoint from \S+ at iteration (\d+)")
 
 
 def now():
@@ -86,17 +83,10 @@ def rank_pids():
 
 
 def runs(log):
-    """(iteration, loss) per launch (one list per start line)."""
-    out = []
+    """(iteration, loss) per launch (one list per start line), read by the collection's log reader."""
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils import _launch  # pylint: disable=import-error
     with open(log, errors="replace") as handle:
-        for line in handle:
-            if line.startswith("=== megatron_launch ") and ": start " in line:
-                out.append([])
-                continue
-            m = ITERATION.search(line)
-            if m and out:
-                out[-1].append((int(m.group(1)), float(m.group(2))))
-    return out
+        return _launch.launch_losses(handle)
 
 
 def last_iteration(log):
@@ -110,7 +100,6 @@ def tags(ckpt):
 
 
 def incidents(path):
-    sys.path.insert(0, os.path.join(os.path.dirname(path), "..", "lib"))
     from ansible_collections.megatron_ds.cluster.plugins.module_utils import _incident  # pylint: disable=import-error
     return _incident.read(path)[0]
 
@@ -157,6 +146,7 @@ def cmd_run(args):
     lib = os.path.join(state, "lib")
     os.makedirs(os.path.join(lib, "ansible_collections", "megatron_ds"))
     os.symlink(REPO, os.path.join(lib, "ansible_collections", "megatron_ds", "cluster"))
+    sys.path.insert(0, lib)  # the collection's module_utils, for this script and the supervisor
     logs = os.path.join(state, "logs")
     os.makedirs(logs)
     config = {

@@ -265,6 +265,40 @@ def burnin_results_in(line: str) -> Tuple[List[Dict[str, Any]], bool]:
     return found, bad
 
 
+def iteration_entry(line: str) -> Tuple[Optional[str], Optional[Dict[str, Any]]]:
+    """("megatron" | "burnin", the iteration's record) for an iteration line of either, else
+    (None, None). A burn-in record carries iteration, lm_loss, step_time_s and
+    tokens_per_gpu_per_second."""
+    entry = parse_iteration(line)
+    if entry is not None:
+        return "megatron", entry
+    step = _BURNIN_STEP.search(line)
+    if not step:
+        return None, None
+    return "burnin", {
+        "iteration": int(step.group(1)),
+        "lm_loss": parse_number(step.group(2)),
+        "step_time_s": float(step.group(3)),
+        "tokens_per_gpu_per_second": float(step.group(4)),
+    }
+
+
+def launch_losses(lines: Iterable[str]) -> List[List[Tuple[int, float]]]:
+    """(iteration, lm loss) of every launch in a job log, one list per ``=== megatron_launch
+    ...: start`` line (iterations before the first start line, and lines without a loss, are left
+    out): what a resumed launch logged again can be set beside what the launch before it logged."""
+    out: List[List[Tuple[int, float]]] = []
+    for line in lines:
+        line = str(line).rstrip("\n")
+        if _LAUNCH_START.match(line):
+            out.append([])
+            continue
+        entry = iteration_entry(line)[1]
+        if entry is not None and entry.get("lm_loss") is not None and out:
+            out[-1].append((entry["iteration"], entry["lm_loss"]))
+    return out
+
+
 def parse_log(lines: Iterable[str], error_lines: int = 8) -> Dict[str, Any]:
     """What a job log (the launcher's output, all nodes through pdsh) says.
 
@@ -301,20 +335,9 @@ def parse_log(lines: Iterable[str], error_lines: int = 8) -> Dict[str, Any]:
             summary["finished_at"] = finish.group(1)
             summary["launcher_rc"] = int(finish.group(2))
             continue
-        entry = parse_iteration(line)
-        if entry is None:
-            step = _BURNIN_STEP.search(line)
-            if step:
-                entry = {
-                    "iteration": int(step.group(1)),
-                    "lm_loss": parse_number(step.group(2)),
-                    "step_time_s": float(step.group(3)),
-                    "tokens_per_gpu_per_second": float(step.group(4)),
-                }
-                summary["kind"] = "burnin"
-        else:
-            summary["kind"] = "megatron"
+        kind, entry = iteration_entry(line)
         if entry is not None:
+            summary["kind"] = kind
             summary["iterations_logged"] += 1
             if summary["first"] is None:
                 summary["first"] = entry

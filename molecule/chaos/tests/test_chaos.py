@@ -42,10 +42,8 @@ METRICS = LOG_DIR + "/megatron_supervisor.prom"
 CKPT = "/shared/chaos/checkpoints"
 SAVE_INTERVAL = 5
 RANK_PATTERN = r"python[0-9.]* -u ([^ ]*/)?burnin_gpt\.py( |$)"
-STEP = re.compile(r"BURNIN step=(\d+) loss=(\S+)")
 # Each fault's record and figures, written to $CHAOS_REPORT by the last test.
 FIGURES: List[Dict[str, Any]] = []
-START = re.compile(r"^=== megatron_launch \S+: start ")
 
 
 def node(name: str):
@@ -59,15 +57,8 @@ def head_text(path: str) -> str:
 
 def launches(log: str = BURNIN_LOG) -> List[List[Tuple[int, float]]]:
     """(iteration, loss) of every launch in a burn-in log, one list per start line."""
-    out: List[List[Tuple[int, float]]] = []
-    for line in head_text(log).splitlines():
-        if START.match(line):
-            out.append([])
-            continue
-        match = STEP.search(line)
-        if match and out:
-            out[-1].append((int(match.group(1)), float(match.group(2))))
-    return out
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils import _launch
+    return _launch.launch_losses(head_text(log).splitlines())
 
 
 def last_iteration(log: str = BURNIN_LOG) -> int:
@@ -242,10 +233,7 @@ def test_faults_heal_without_a_person():
     figures = FIGURES
     fresh_start()
     started = time.monotonic()
-    rc = subprocess.run(ansible_playbook_argv(INVENTORY, PROJECT_DIR / "playbooks" / "burnin.yml"),
-                        env=ansible_env(PROJECT_DIR), cwd=PROJECT_DIR, capture_output=True, text=True, timeout=900,
-                        check=False)
-    assert rc.returncode == 0, rc.stdout[-4000:] + rc.stderr[-2000:]
+    burnin({})
     # far enough for the loss to have left its starting plateau (about 30 steps at this lr)
     wait(lambda: node("node1").file(CKPT + "/latest").exists and last_iteration() >= 40, "40 iterations of the first launch")
     figures.append({"fault": "startup", "seconds": round(time.monotonic() - started, 1)})

@@ -480,3 +480,40 @@ def test_shm_sweep_command_matches_sweep_shm_buffers(tmp_path):
         assert proc.returncode == 0
         assert expected == [str(tmp_path / names[1])]
         assert sorted(os.listdir(tmp_path)) == sorted([names[0], names[2], "other"])
+
+
+_START = "=== megatron_launch 2026-12-01T17:00:00Z: start burnin_gpt.py /w/burnin.sh"
+_MEGATRON = (" iteration        %d/  100000 | consumed samples:           16 | elapsed time per iteration (ms): 109.2 |"
+             " learning rate: 6.000E-05 | global batch size:    16 | lm loss: %s | loss scale: 1.0 |")
+
+
+@pytest.mark.parametrize("line, kind, iteration, loss", [
+    ("node1: BURNIN step=7 loss=5.4110 step_time=0.050s tokens_per_s_per_rank=640.0", "burnin", 7, 5.411),
+    (_MEGATRON % (51, "6.356577E+00"), "megatron", 51, 6.356577),
+    ("node1: BURNIN resumed from /c/global_step5 at step 5 (client state 5)", None, None, None),
+    (_START, None, None, None),
+])
+def test_iteration_entry(line, kind, iteration, loss):
+    got_kind, entry = la.iteration_entry(line)
+    assert got_kind == kind
+    if kind is None:
+        assert entry is None
+    else:
+        assert (entry["iteration"], entry["lm_loss"]) == (iteration, pytest.approx(loss))
+
+
+@pytest.mark.parametrize("lines, expected", [
+    # two launches: the second, resumed from the tag at 1, logs iteration 2 again
+    ([_START, "BURNIN step=1 loss=5.5 step_time=0.1s tokens_per_s_per_rank=1.0",
+      "BURNIN step=2 loss=5.4 step_time=0.1s tokens_per_s_per_rank=1.0",
+      "=== megatron_launch 2026-12-01T17:01:00Z: launcher exited rc=137", _START,
+      "BURNIN step=2 loss=5.4 step_time=0.1s tokens_per_s_per_rank=1.0"],
+     [[(1, 5.5), (2, 5.4)], [(2, 5.4)]]),
+    # iterations before the first start line belong to no launch; a Megatron line without a loss is left out
+    (["BURNIN step=9 loss=1.0 step_time=0.1s tokens_per_s_per_rank=1.0", _START, _MEGATRON % (3, "7.5E+00"),
+      " iteration        4/  100000 | consumed samples:           64 | elapsed time per iteration (ms): 1.0 |"],
+     [[(3, 7.5)]]),
+    ([], []),
+])
+def test_launch_losses(lines, expected):
+    assert la.launch_losses(lines) == expected
