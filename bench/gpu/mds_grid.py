@@ -18,7 +18,7 @@ Ansible:
           the launcher's `--num_gpus 1` becomes `--include localhost:k` (DeepSpeed's launcher
           otherwise pins every local job to GPU 0); nothing else in train.sh changes.
   report  (anywhere): reads results.json files, computes the memory estimate of
-          plugins/module_utils/_job_memory.py for each row, prints a table and writes a JSON data
+          plugins/module_utils/_job/memory.py for each row, prints a table and writes a JSON data
           file for calibrating the planner.
 
     python3 bench/gpu/mds_grid.py list
@@ -486,7 +486,8 @@ def load_jobspec():
     that the figures are those of the code in this checkout, not of a copy."""
     sys.path.insert(0, os.path.join(REPO, ".collections"))
     from types import SimpleNamespace
-    from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_memory, _job_spec
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import memory as _job_memory
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import spec as _job_spec
     return SimpleNamespace(normalize=_job_spec.normalize, derive=_job_spec.derive,
                            estimate_memory=_job_memory.estimate_memory)
 

@@ -84,9 +84,9 @@ def rank_pids():
 
 def runs(log):
     """(iteration, loss) per launch (one list per start line), read by the collection's log reader."""
-    from ansible_collections.megatron_ds.cluster.plugins.module_utils import _launch  # pylint: disable=import-error
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import logs as _launch_logs  # pylint: disable=import-error
     with open(log, errors="replace") as handle:
-        return _launch.launch_losses(handle)
+        return _launch_logs.launch_losses(handle)
 
 
 def last_iteration(log):
@@ -100,7 +100,9 @@ def tags(ckpt):
 
 
 def incidents(path):
-    from ansible_collections.megatron_ds.cluster.plugins.module_utils import _incident  # pylint: disable=import-error
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils._heal import (  # pylint: disable=import-error
+        incident as _incident,
+    )
     return _incident.read(path)[0]
 
 

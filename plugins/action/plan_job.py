@@ -13,8 +13,9 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 
 from ansible_collections.megatron_ds.cluster.plugins.action.validate_job import ActionModule as ValidateAction
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_plan, _job_schema
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _stack_profiles
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import plan as _job_plan
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import schema as _job_schema
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._stack import profiles as _stack_profiles
 
 ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = {
     "spec": {"type": "dict"},

@@ -4,7 +4,7 @@
 """Action plugin for megatron_ds.cluster.preflight (documentation in plugins/modules/preflight.py).
 
 A thin adapter: it validates the arguments, collects every node's gpu_stack_facts, and hands
-them to the pure checks in module_utils/_preflight.py. It runs on the controller only and
+them to the pure checks in module_utils/_preflight/gate.py. It runs on the controller only and
 touches no host.
 """
 from __future__ import annotations
@@ -15,7 +15,10 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _preflight, _preflight_cluster, _report, _stack_profiles
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._preflight import gate as _preflight
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._preflight import cluster as _preflight_cluster
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _report
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._stack import profiles as _stack_profiles
 
 display = Display()
 # Ansible's YAML result format prints msg as a block indented by 8 columns (the task result's

@@ -18,9 +18,15 @@ from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_files, _job_findings, _job_rules
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_schema, _job_script, _job_spec
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _mds_args, _report, _stack_profiles
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import files as _job_files
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import findings as _job_findings
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import rules as _job_rules
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import schema as _job_schema
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import script as _job_script
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import spec as _job_spec
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._mds import args as _mds_args
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _report
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._stack import profiles as _stack_profiles
 
 NODE_GROUP = "megatron_nodes"
 # Ansible prints msg as a block indented by 8 columns (see the preflight action).

@@ -4,7 +4,7 @@
 """Filters of the GPU stack roles (cuda_toolkit, cudnn, nccl): NVIDIA's download layout.
 
 Every URL, directory, manifest name and archive name these roles use comes from
-module_utils/_redist.py, the module the test mirror builds its site with, so the roles hold no
+module_utils/_stack/redist.py, the module the test mirror builds its site with, so the roles hold no
 copy of the layout. Errors become AnsibleFilterError with the filter's name in front.
 
 * ``nvidia_platform(arch)``: ``x86_64`` -> ``linux-x86_64``, ``aarch64`` -> ``linux-sbsa``.
@@ -33,7 +33,7 @@ from typing import Any, Callable, Dict
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _redist
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._stack import redist as _redist
 
 
 def _filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:

@@ -20,9 +20,12 @@ from typing import Any, Callable, Dict, Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_args, _job_files, _job_sbatch, _job_spec
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _stack_profiles
-from ansible_collections.megatron_ds.cluster.plugins.module_utils._job_schema import JobError
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import args as _job_args
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import files as _job_files
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import sbatch as _job_sbatch
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import spec as _job_spec
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._stack import profiles as _stack_profiles
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job.schema import JobError
 
 # Filters whose input is the job spec (the megatron_job_* variables with or without their
 # prefix, plus `nodes`). The role builds it as __megatron_job_spec.

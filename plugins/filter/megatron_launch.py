@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters of the megatron_launch role: launch checks, burn-in report, checkpoint shape.
 
-The logic lives in module_utils/_launch.py; each filter is a thin adapter.
+The logic lives in module_utils/_launch/; each filter is a thin adapter.
 
 * ``rank_pattern(script)``: the pgrep/pkill -f regex of the script's rank processes.
 * ``data_files(data_path)``: the .bin/.idx files of Megatron's --data-path.
@@ -22,7 +22,11 @@ from typing import Any, Callable, Dict
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _launch
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import burnin as _launch_burnin
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import checkpoints as _launch_checkpoints
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import prelaunch as _launch_prelaunch
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import processes as _launch_processes
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import status as _launch_status
 
 
 def _adapt(func: Callable[..., Any], name: str) -> Callable[..., Any]:
@@ -42,17 +46,17 @@ class FilterModule:
 
     def filters(self) -> Dict[str, Callable[..., Any]]:
         table = {
-            "rank_pattern": _launch.rank_pattern,
-            "data_files": _launch.data_files,
-            "required_files": _launch.required_files,
-            "prelaunch_problems": _launch.prelaunch_problems,
-            "burnin_report": _launch.burnin_report,
-            "burnin_table": _launch.burnin_table,
-            "checkpoint_shape": _launch.checkpoint_shape,
-            "checkpoint_step": _launch.step_of,
-            "checkpoint_lacking": _launch.checkpoint_lacking,
-            "ssh_sweep": _launch.parse_ssh_sweep,
-            "job_status": _launch.job_status,
-            "status_lines": _launch.status_lines,
+            "rank_pattern": _launch_processes.rank_pattern,
+            "data_files": _launch_prelaunch.data_files,
+            "required_files": _launch_prelaunch.required_files,
+            "prelaunch_problems": _launch_prelaunch.prelaunch_problems,
+            "burnin_report": _launch_burnin.burnin_report,
+            "burnin_table": _launch_burnin.burnin_table,
+            "checkpoint_shape": _launch_checkpoints.checkpoint_shape,
+            "checkpoint_step": _launch_checkpoints.step_of,
+            "checkpoint_lacking": _launch_prelaunch.checkpoint_lacking,
+            "ssh_sweep": _launch_prelaunch.parse_ssh_sweep,
+            "job_status": _launch_status.job_status,
+            "status_lines": _launch_status.status_lines,
         }
         return {name: _adapt(func, name) for name, func in table.items()}

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, megatron_ds.cluster developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters of the slurm role; the logic is module_utils/_slurm.py.
+"""Filters of the slurm role; the logic is module_utils/_slurm/conf.py.
 
 * ``slurmd_hardware(text, node)``: ``slurmd -C`` output -> CPUs, Sockets, CoresPerSocket,
   ThreadsPerCore, RealMemory.
@@ -19,7 +19,9 @@ from typing import Any, Callable, Dict, List
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _slurm, _slurm_fit, _slurm_job
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._slurm import conf as _slurm
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._slurm import fit as _slurm_fit
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._slurm import job as _slurm_job
 
 
 def layout_problems(partition_text: str, sinfo_text: str, partition: str, nodes: Any, ranks_per_node: Any,

@@ -2,7 +2,7 @@
 # Copyright: (c) 2026, megatron_ds.cluster developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters of the self-healing supervisor (roles/supervisor); thin adapters over
-module_utils/_incident.py and module_utils/_heal.py.
+module_utils/_heal/incident.py and module_utils/_heal/policy.py.
 
 * ``incident_summary(text)``: the supervisor's incident file (JSON lines) as status.yml reports it.
 * ``heal_replan(spec_vars, nodes_left, gpus_per_node)``: the same TP/PP on fewer nodes, the
@@ -14,7 +14,8 @@ from typing import Any, Callable, Dict, Optional
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _heal, _incident
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._heal import policy as _heal
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._heal import incident as _incident
 
 
 def incident_summary(text: Any, last: int = 5) -> Dict[str, Any]:

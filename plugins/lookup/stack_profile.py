@@ -35,7 +35,7 @@ _raw:
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _stack_profiles
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._stack import profiles as _stack_profiles
 
 
 class LookupModule(LookupBase):

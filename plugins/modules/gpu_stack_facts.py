@@ -615,7 +615,7 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.megatron_ds.cluster.plugins.module_utils._gpu_facts import Host, collect
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._facts.collect import Host, collect
 
 
 ARGUMENT_SPEC = dict(

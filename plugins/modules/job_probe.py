@@ -155,7 +155,7 @@ launcher:
 slurm:
   description:
     - With O(slurm_job_id), what Slurm says about the job, from C(job_state) in
-      C(module_utils/_slurm_job.py).
+      C(module_utils/_slurm/job.py).
     - C(state) is PENDING, RUNNING, COMPLETED, CANCELLED, TIMEOUT and so on, or UNKNOWN; then
       C(alive), C(reason), C(exit_code), C(elapsed), C(nodes), C(batch_host), C(restarts), and
       C(source), the command that knew the job (squeue, sacct or scontrol).
@@ -165,11 +165,11 @@ slurm:
   sample: {"job_id": "42", "state": "RUNNING", "alive": true, "nodes": "node[1-3]", "source": "squeue"}
 log:
   description:
-    - The log summary (see C(module_utils/_launch.py) C(parse_log)) plus C(tail) (last lines),
+    - The log summary (see C(module_utils/_launch/) C(parse_log)) plus C(tail) (last lines),
       C(size) (bytes) and C(exists).
     - C(last) holds the last iteration with C(iteration), C(train_iters), C(lm_loss),
       C(losses), C(iteration_time_ms), C(tokens_per_gpu_per_second), C(tflops) and the other
-      fields of Megatron's line when logged (C(module_utils/_megatron_log.py), the parser the
+      fields of Megatron's line when logged (C(module_utils/_mds/log.py), the parser the
       monitoring exporter shares).
   returned: always
   type: dict
@@ -200,8 +200,12 @@ import re
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _launch
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _slurm_job
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import checkpoints as _launch_checkpoints
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import logs as _launch_logs
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import processes as _launch_processes
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import shm as _launch_shm
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import status as _launch_status
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._slurm import job as _slurm_job
 
 
 ARGUMENT_SPEC = dict(
@@ -236,19 +240,19 @@ def _checkpoint(directory, tag=None):
     if not info["exists"]:
         return info
     info["latest"] = _read(os.path.join(directory, "latest"))
-    info["latest_step"] = _launch.step_of(info["latest"])
+    info["latest_step"] = _launch_checkpoints.step_of(info["latest"])
     iteration = _read(os.path.join(directory, "latest_checkpointed_iteration.txt"))
     info["iteration"] = int(iteration) if iteration and iteration.isdigit() else iteration
     tags = []
     for name in os.listdir(directory):
-        step = _launch.step_of(name)
+        step = _launch_checkpoints.step_of(name)
         if step is not None and os.path.isdir(os.path.join(directory, name)):
             tags.append((step, name))
     info["tags"] = [name for step, name in sorted(tags)]
     info["tag"] = tag or info["latest"]
     if info["tag"] and os.path.isdir(os.path.join(directory, info["tag"])):
         info["files"] = sorted(os.listdir(os.path.join(directory, info["tag"])))
-        info["shape"] = _launch.checkpoint_shape(info["files"])
+        info["shape"] = _launch_checkpoints.checkpoint_shape(info["files"])
     return info
 
 
@@ -258,11 +262,11 @@ def _log(module):
     if not summary["exists"]:
         return summary
     try:
-        lines, size = _launch.tail_text(path, module.params["log_offset"], module.params["log_max_bytes"])
+        lines, size = _launch_status.tail_text(path, module.params["log_offset"], module.params["log_max_bytes"])
     except (IOError, OSError) as exc:
         summary["error"] = str(exc)
         return summary
-    summary.update(_launch.parse_log(lines))
+    summary.update(_launch_logs.parse_log(lines))
     summary["size"] = size
     tail = module.params["log_tail"]
     summary["tail"] = [line[:400] for line in lines[-tail:]] if tail > 0 else []
@@ -308,11 +312,11 @@ def _slurm(module, job_id):
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
-    listeners = _launch.scan_listeners(params["ports"]) if params["ports"] else {}
+    listeners = _launch_processes.scan_listeners(params["ports"]) if params["ports"] else {}
     ranks = []
     if params["rank_pattern"]:
         try:
-            ranks = _launch.scan_processes(params["rank_pattern"], exclude=[os.getpid(), os.getppid()])
+            ranks = _launch_processes.scan_processes(params["rank_pattern"], exclude=[os.getpid(), os.getppid()])
         except re.error as exc:
             module.fail_json(msg="job_probe: rank_pattern %r is not a valid regular expression: %s"
                              % (params["rank_pattern"], exc))
@@ -335,7 +339,7 @@ def main():
         except KeyError:
             module.fail_json(msg="job_probe: shm_sweep_user %r is not a user on this node; expected the training "
                              "user (megatron_launch_user)" % params["shm_sweep_user"])
-        removed = _launch.sweep_shm_buffers(uid, params["shm_dir"], remove=not module.check_mode)
+        removed = _launch_shm.sweep_shm_buffers(uid, params["shm_dir"], remove=not module.check_mode)
     slurm = _slurm(module, params["slurm_job_id"])
     launcher = _launcher(params["pid_file"])
     if slurm:

@@ -70,7 +70,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _integrity
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._facts import integrity as _integrity
 
 ARGUMENT_SPEC = dict(
     path=dict(type="path", required=True),

@@ -23,7 +23,7 @@ import socket
 import subprocess
 import sys
 
-from ansible_collections.megatron_ds.cluster.plugins.module_utils._job_args import ds_config
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job.args import ds_config
 
 
 def main(state: str, inventory_path: str, overrides_path: str) -> int:

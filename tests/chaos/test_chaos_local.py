@@ -84,7 +84,7 @@ class Cluster:
         return found[-1] if found else 0
 
     def records(self) -> List[Dict[str, Any]]:
-        from ansible_collections.megatron_ds.cluster.plugins.module_utils import _incident
+        from ansible_collections.megatron_ds.cluster.plugins.module_utils._heal import incident as _incident
         return _incident.read(str(self.incidents))[0]
 
     def wait(self, what, timeout: float = 240.0, every: float = 0.5):

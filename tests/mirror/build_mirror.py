@@ -42,7 +42,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, ".collections"))
 
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _redist  # noqa: E402
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._stack import redist as _redist  # noqa: E402
 
 RECIPE_VERSION = 4  # bump when the layout below changes
 

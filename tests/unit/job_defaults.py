@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_schema, _job_spec
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import schema as _job_schema
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import spec as _job_spec
 
 DS_MISSING = "DeepSpeed is not importable here; CI needs `pip install torch deepspeed==0.19.6` in the test venv"
 

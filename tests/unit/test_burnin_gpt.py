@@ -168,11 +168,11 @@ def _torchrun(tmp_path: pathlib.Path, ranks: int, extra: List[str], env_extra: O
 
 
 def test_dp_change_under_zero1_needs_the_universal_checkpoint(tmp_path):
-    """The supervisor's node-loss path (plugins/module_utils/_heal.py conversion_needed and
+    """The supervisor's node-loss path (plugins/module_utils/_heal/policy.py conversion_needed and
     universal_command): a ZeRO-1 tag saved at DP 2 does not load at DP 1 as it is (DeepSpeed's
     engine refuses), and loads after ds_to_universal with --universal-checkpoint, continuing
     from the saved step."""
-    from ansible_collections.megatron_ds.cluster.plugins.module_utils._heal import universal_command
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils._heal.policy import universal_command
 
     saved = _torchrun(tmp_path, 2, ["--steps", "2"])
     assert saved.returncode == 0, saved.stdout[-2000:] + saved.stderr[-2000:]

@@ -30,8 +30,12 @@ import pytest
 from ansible.plugins.filter.core import FilterModule as CoreFilters
 
 from ansible_collections.megatron_ds.cluster.plugins.filter.megatron_job import FilterModule as JobFilters
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_args, _job_files, _job_rules
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_script, _job_spec, _stack_profiles
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import args as _job_args
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import files as _job_files
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import rules as _job_rules
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import script as _job_script
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import spec as _job_spec
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._stack import profiles as _stack_profiles
 
 hypothesis = pytest.importorskip(
     "hypothesis", reason="hypothesis is not installed; `pip install -r requirements-test.txt` (hypothesis==6.170.17)")

@@ -23,8 +23,11 @@ import pytest
 from ansible.plugins.filter.core import FilterModule as CoreFilters
 
 from ansible_collections.megatron_ds.cluster.plugins.filter.megatron_job import FilterModule as JobFilters
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_args, _job_files, _job_sbatch
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_spec, _stack_profiles
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import args as _job_args
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import files as _job_files
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import sbatch as _job_sbatch
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import spec as _job_spec
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._stack import profiles as _stack_profiles
 from ansible_collections.megatron_ds.cluster.tests.unit.job_defaults import spec
 
 REPO = pathlib.Path(__file__).resolve().parents[2]

@@ -106,12 +106,12 @@ def _setup(tmp_path: pathlib.Path, steps: List[str], tags: List[tuple], history:
 
 
 def sup_launch():
-    from ansible_collections.megatron_ds.cluster.plugins.module_utils import _launch
-    return _launch
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import shm as _launch_shm
+    return _launch_shm
 
 
 def sup_incident():
-    from ansible_collections.megatron_ds.cluster.plugins.module_utils import _incident
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils._heal import incident as _incident
     return _incident
 
 

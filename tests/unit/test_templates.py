@@ -27,9 +27,14 @@ from ansible.errors import AnsibleFilterError
 from ansible.plugins.filter.core import FilterModule as CoreFilters
 
 from ansible_collections.megatron_ds.cluster.plugins.filter.megatron_job import FilterModule as JobFilters
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_args, _job_files, _job_findings, _job_rules, _job_script, _job_spec
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _mds_args
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _stack_profiles
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import args as _job_args
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import files as _job_files
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import findings as _job_findings
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import rules as _job_rules
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import script as _job_script
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import spec as _job_spec
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._mds import args as _mds_args
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._stack import profiles as _stack_profiles
 from ansible_collections.megatron_ds.cluster.tests.unit.job_defaults import DS_MISSING, spec
 
 REPO = pathlib.Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ to the role as ``python_env_wheelhouse``; the nodes then install with ``pip --no
 --find-links`` and nothing is downloaded per container.
 
 What goes in is exactly what the role installs for a stack profile, read from the same data:
-the profile (plugins/module_utils/_stack_profiles.py) and the role's pins
+the profile (plugins/module_utils/_stack/profiles.py) and the role's pins
 (roles/python_env/vars/main.yml). Wheels are fetched for CPython ``--python`` on linux x86_64
 (``pip download --only-binary=:all: --platform ...``), so the host's own Python does not
 matter; DeepSpeed is an sdist and goes in as one (the role builds it on the node against the
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 REPO = Path(__file__).resolve().parents[2]
-PROFILES_PY = REPO / "plugins" / "module_utils" / "_stack_profiles.py"
+PROFILES_PY = REPO / "plugins" / "module_utils" / "_stack" / "profiles.py"
 ROLE_VARS = REPO / "roles" / "python_env" / "vars" / "main.yml"
 STAMP = ".fill-stamp.json"
 # Debian 12 has glibc 2.36; Ubuntu 20.04 2.31. Wheels for any manylinux up to the node's glibc run.

@@ -57,8 +57,8 @@ def head_text(path: str) -> str:
 
 def launches(log: str = BURNIN_LOG) -> List[List[Tuple[int, float]]]:
     """(iteration, loss) of every launch in a burn-in log, one list per start line."""
-    from ansible_collections.megatron_ds.cluster.plugins.module_utils import _launch
-    return _launch.launch_losses(head_text(log).splitlines())
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import logs as _launch_logs
+    return _launch_logs.launch_losses(head_text(log).splitlines())
 
 
 def last_iteration(log: str = BURNIN_LOG) -> int:
@@ -67,7 +67,7 @@ def last_iteration(log: str = BURNIN_LOG) -> int:
 
 
 def incidents() -> List[Dict[str, Any]]:
-    from ansible_collections.megatron_ds.cluster.plugins.module_utils import _incident
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils._heal import incident as _incident
     return _incident.parse(head_text(INCIDENTS).splitlines())[0]
 
 

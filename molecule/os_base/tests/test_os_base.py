@@ -202,3 +202,24 @@ def test_chrony_enabled(host):
         assert host.check_output("systemctl show -P ConditionResult chrony") == "no"
     else:
         assert svc.is_running
+
+
+LIBRARY = "/usr/local/lib/megatron-ds"
+
+
+def test_the_collections_library_is_installed_and_imports_with_the_nodes_python(host):
+    # os_base's library entry point: the controller's module_utils, as the node programs import it.
+    marker = host.file(LIBRARY + "/LIBRARY")
+    assert marker.is_file and marker.user == "root"
+    digest = marker.content_string.splitlines()[0]
+    assert re.fullmatch(r"[0-9a-f]{64}", digest)
+    utils = LIBRARY + "/ansible_collections/megatron_ds/cluster/plugins/module_utils"
+    assert host.file(utils + "/_preflight/gate.py").is_file
+    assert host.file(utils + "/_preflight/gate.py").mode == 0o644
+    probe = host.run(
+        "/usr/bin/python3 -I -c 'import sys; sys.path.insert(0, \"%s\"); "
+        "from ansible_collections.megatron_ds.cluster.plugins.module_utils._slurm import health; "
+        "from ansible_collections.megatron_ds.cluster.plugins.module_utils._facts import collect; "
+        "print(health.__file__)'" % LIBRARY)
+    assert probe.rc == 0, probe.stderr
+    assert probe.stdout.strip() == utils + "/_slurm/health.py"

@@ -20,8 +20,10 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _checkpoint  # noqa: E402  pylint: disable=wrong-import-position
+# The collection's module_utils, from os_base's library (tasks_from: library) on the node; the
+# service names the role's os_base_library_dir in MEGATRON_DS_LIBRARY.
+sys.path.insert(0, os.environ.get("MEGATRON_DS_LIBRARY", "/usr/local/lib/megatron-ds"))
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _checkpoint  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def check(config: dict) -> dict:

@@ -10,7 +10,7 @@ Run by systemd on the head node (monitoring role), as the training user:
 
 It follows the log the way ``tail -F`` does (it reopens a rotated or truncated file) and parses
 the lines megatron/training.py ``training_log`` prints on the last rank every log interval
-(read by ``_megatron_log``, installed beside this file from the collection's module_utils):
+(read by the collection's Megatron log parser, from the library os_base installs):
 
      iteration       10/     100 | consumed samples: 80 | consumed tokens: 163840 |
      elapsed time per iteration (ms): 812.3 | learning rate: 6.000E-05 | global batch size: 8 |
@@ -32,10 +32,11 @@ try:
 except ImportError:  # Python < 3.7
     from http.server import BaseHTTPRequestHandler, HTTPServer as ThreadingHTTPServer
 
-# The collection's log parser (plugins/module_utils/_megatron_log.py), which the role installs
-# next to this file: the same reader as the job status and the launch wait.
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _megatron_log  # noqa: E402  pylint: disable=wrong-import-position
+# The collection's log parser (plugins/module_utils/_mds/log.py: the same reader as the job
+# status and the launch wait), from os_base's library (tasks_from: library) on the node; the
+# service names the role's os_base_library_dir in MEGATRON_DS_LIBRARY.
+sys.path.insert(0, os.environ.get("MEGATRON_DS_LIBRARY", "/usr/local/lib/megatron-ds"))
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._mds import log as _megatron_log  # noqa: E402  pylint: disable=wrong-import-position
 
 
 class TrainingState(object):

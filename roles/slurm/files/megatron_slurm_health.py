@@ -5,8 +5,8 @@
 
 Gathers this node's facts with the collection's gpu_stack_facts collector, judges them with the
 preflight's per-node checks against the stack profile, and drains the node with the first
-failure as the reason (resumes it once healthy, if it drained it). The logic lives in
-megatron_health/_slurm_health.py beside this file. slurm.conf's HealthCheckProgram is a
+failure as the reason (resumes it once healthy, if it drained it). The logic lives in the
+collection's module_utils (_slurm/health.py), which os_base's library entry point installs. slurm.conf's HealthCheckProgram is a
 /bin/sh wrapper, megatron-slurm-health, that runs this file with /usr/bin/python3.
 
   megatron-slurm-health [--config FILE] [--library DIR] [--dry-run]
@@ -16,30 +16,13 @@ Exit status: 0 healthy, 1 a check failed, 2 the health check itself could not ru
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
-import os
 import subprocess
 import sys
-import types
 
-LIBRARY = os.path.dirname(os.path.abspath(__file__))
+# os_base's library (tasks_from: library): the collection's module_utils, unpacked on the node.
+LIBRARY = "/usr/local/lib/megatron-ds"
 CONFIG = "/etc/megatron/slurm-health.json"
-COLLECTION_UTILS = "ansible_collections.megatron_ds.cluster.plugins.module_utils"
-
-
-def _alias_collection(package) -> None:
-    """Let the copied modules' absolute imports (``from ansible_collections.megatron_ds.cluster.
-    plugins.module_utils import _integrity``, as modules shipped by Ansible need them) resolve to
-    the copied package: the node has the collection's files, not the collection."""
-    parts = COLLECTION_UTILS.split(".")
-    for depth in range(1, len(parts)):
-        name = ".".join(parts[:depth])
-        if name not in sys.modules:
-            stub = types.ModuleType(name)
-            stub.__path__ = []  # a namespace with no files of its own
-            sys.modules[name] = stub
-    sys.modules[COLLECTION_UTILS] = package
 
 
 def main() -> int:
@@ -49,8 +32,10 @@ def main() -> int:
     parser.add_argument("--dry-run", action="store_true", help="judge and print, change no node state")
     args = parser.parse_args()
     sys.path.insert(0, args.library)
-    _alias_collection(importlib.import_module("megatron_health"))
-    from megatron_health import _gpu_facts, _slurm_health, _stack_profiles  # pylint: disable=import-outside-toplevel
+    # pylint: disable=import-outside-toplevel
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils._facts import collect as _gpu_facts
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils._slurm import health as _slurm_health
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils._stack import profiles as _stack_profiles
 
     with open(args.config, encoding="utf-8") as handle:
         config = json.load(handle)

@@ -6,9 +6,9 @@ rank, find the culprit, re-plan, pick (and convert) the checkpoint and relaunch 
 
     megatron_supervisor.py --config /etc/megatron-supervisor/<job>.json [--once]
 
-Inputs, each turned into one observation per poll (plugins/module_utils/_heal.py classify):
+Inputs, each turned into one observation per poll (plugins/module_utils/_heal/policy.py classify):
 * the training log, read from the launch record's offset with the collection's one log reader
-  (_launch.parse_log over _megatron_log.parse_iteration): iteration progress and its time (the
+  (_launch_logs.parse_log over _megatron_log.parse_iteration): iteration progress and its time (the
   stall timeout is derived from it), NaN/inf, failed saves, the launcher's exit status;
 * rank liveness: over ssh on every node, the rank processes (the launch record's rank_pattern)
   and their states (T = stopped, D = stuck in the kernel); ssh failing = node unreachable;
@@ -51,7 +51,7 @@ def now_iso() -> str:
 
 
 def _lib(config: Mapping[str, Any]) -> None:
-    """Make the collection's module_utils importable (roles/supervisor copies them under lib)."""
+    """Make the collection's module_utils importable (the library os_base installs, os_base_library_dir)."""
     lib = config.get("lib")
     if lib and lib not in sys.path:
         sys.path.insert(0, lib)
@@ -82,8 +82,11 @@ class Progress:
         self.save_failed: Optional[str] = None
 
     def update(self, summary: Mapping[str, Any], lines: Sequence[str], clock: float) -> None:
-        from ansible_collections.megatron_ds.cluster.plugins.module_utils._megatron_log import (
-            is_finite, is_nonfinite, parse_iteration)
+        from ansible_collections.megatron_ds.cluster.plugins.module_utils._mds.log import (
+            is_finite,
+            is_nonfinite,
+            parse_iteration,
+        )
 
         if self.at is None:
             self.at = clock
@@ -217,14 +220,15 @@ def launcher_alive(config: Mapping[str, Any], run: Callable[..., subprocess.Comp
 
 
 def read_log(config: Mapping[str, Any], progress: Progress, log_offset: int, clock: float) -> Dict[str, Any]:
-    """Read the job's log from the launch's offset into ``progress``; its summary (_launch.parse_log)."""
-    from ansible_collections.megatron_ds.cluster.plugins.module_utils import _launch
+    """Read the job's log from the launch's offset into ``progress``; its summary (_launch_logs.parse_log)."""
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import logs as _launch_logs
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import status as _launch_status
 
     lines: List[str] = []
     path = log_file(config)
     if os.path.exists(path):
-        lines = _launch.tail_text(path, log_offset)[0]
-    summary = _launch.parse_log(lines)
+        lines = _launch_status.tail_text(path, log_offset)[0]
+    summary = _launch_logs.parse_log(lines)
     progress.update(summary, lines, clock)
     return summary
 
@@ -235,7 +239,7 @@ def observe(config: Mapping[str, Any], shell: Shell, progress: Progress, alerts:
     """One observation of the job on ``nodes`` (the job's nodes now; default the configured ones)
     for _heal.classify."""
     nodes = list(nodes if nodes is not None else config["nodes"])
-    from ansible_collections.megatron_ds.cluster.plugins.module_utils import _heal
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils._heal import policy as _heal
 
     summary = read_log(config, progress, log_offset, clock)
     obs: Dict[str, Any] = {"unreachable": [], "exited": {}, "stopped_ranks": {}}
@@ -302,10 +306,10 @@ def stop_ranks(config: Mapping[str, Any], shell: Shell, nodes: Sequence[str], sl
     for node in nodes:
         shell.signal(node, pattern, "KILL")
     # CPU ranks (the cpu profile, the sim cluster) leave DeepSpeed's /dev/shm buffers behind when
-    # they are killed; each relaunch would add a set, in RAM (_launch.SHM_BUFFER_PREFIX).
-    from ansible_collections.megatron_ds.cluster.plugins.module_utils import _launch
+    # they are killed; each relaunch would add a set, in RAM (_launch_shm.SHM_BUFFER_PREFIX).
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import shm as _launch_shm
     for node in nodes:
-        shell.run(node, _launch.shm_sweep_command())
+        shell.run(node, _launch_shm.shm_sweep_command())
     # Under Slurm the job itself: its allocation must be free before the relaunch asks for the
     # nodes again, and a batch script that outlives the stop would log into the next job's time.
     job = slurm_job(config)
@@ -356,7 +360,8 @@ def choose_checkpoint(config: Mapping[str, Any], saved_shape: Mapping[str, Any],
     """The newest complete tag (below ``before_iteration`` for a NaN rollback) on the head node,
     judged by megatron_checkpoint_info's checks with the shape it was saved with; `latest` is
     rewritten to it when it is not the newest."""
-    from ansible_collections.megatron_ds.cluster.plugins.module_utils import _checkpoint, _heal
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils import _checkpoint
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils._heal import policy as _heal
 
     path = config["checkpoint_dir"]
     expect = {"tensor_parallel": saved_shape.get("tensor_parallel"), "pipeline_parallel": saved_shape.get("pipeline_parallel"),
@@ -416,7 +421,8 @@ class Supervisor:
     def __init__(self, config: Mapping[str, Any], shell: Optional[Shell] = None,
                  run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
                  sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
-        from ansible_collections.megatron_ds.cluster.plugins.module_utils import _heal, _incident
+        from ansible_collections.megatron_ds.cluster.plugins.module_utils._heal import policy as _heal
+        from ansible_collections.megatron_ds.cluster.plugins.module_utils._heal import incident as _incident
 
         self.heal, self.incident = _heal, _incident
         self.config = dict(config)
@@ -468,7 +474,7 @@ class Supervisor:
     def saved_shape(self) -> Dict[str, Any]:
         spec = dict(self.config["spec"])
         spec["nodes"] = len(self.nodes)
-        from ansible_collections.megatron_ds.cluster.plugins.module_utils._job_spec import derive, normalize
+        from ansible_collections.megatron_ds.cluster.plugins.module_utils._job.spec import derive, normalize
 
         derived = derive(normalize(spec), len(self.nodes), int(self.config["gpus_per_node"]))
         return {"tensor_parallel": derived["tensor_parallel"], "pipeline_parallel": derived["pipeline_parallel"],

@@ -21,9 +21,9 @@ from ansible_collections.megatron_ds.cluster.plugins.action.preflight import Act
 
 
 def _load_fact_builders() -> Any:
-    """The module_utils test's fact builders, loaded by path: both test files are named
-    test_preflight.py, so neither can import the other by module name."""
-    path = os.path.join(os.path.dirname(__file__), "..", "module_utils", "test_preflight.py")
+    """The module_utils test's fact builders, loaded by path: tests/unit/plugins/action and
+    tests/unit/plugins/module_utils are separate test packages, so neither imports the other."""
+    path = os.path.join(os.path.dirname(__file__), "..", "module_utils", "_preflight", "test_gate.py")
     spec = importlib.util.spec_from_file_location("_preflight_fact_builders", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)  # type: ignore[union-attr]

@@ -8,7 +8,9 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.megatron_ds.cluster.plugins.filter.megatron_job import FilterModule
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _job_args, _job_sbatch, _job_spec
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import args as _job_args
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import sbatch as _job_sbatch
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import spec as _job_spec
 
 FILTERS = FilterModule().filters()
 

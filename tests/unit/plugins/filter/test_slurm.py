@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, megatron_ds.cluster developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The slurm filters resolve to module_utils/_slurm; its errors become AnsibleFilterError."""
+"""The slurm filters resolve to module_utils/_slurm/conf.py; its errors become AnsibleFilterError."""
 from __future__ import annotations
 
 import pytest

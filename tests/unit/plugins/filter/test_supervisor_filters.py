@@ -9,7 +9,7 @@ import json
 import pytest
 
 from ansible_collections.megatron_ds.cluster.plugins.filter.supervisor import heal_replan, incident_summary
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _incident
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._heal import incident as _incident
 
 FAULT = {"fault": "node_unreachable", "kind": "node", "nodes": ["node3"], "evidence": "no ssh"}
 DECISION = {"action": "exclude", "nodes": ["node1", "node2"], "removed": ["node3"], "added": [], "reason": "r"}

@@ -11,7 +11,7 @@ from typing import Any, Dict
 
 import pytest
 
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _gpu_facts as gf
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._facts import collect as gf
 from ansible_collections.megatron_ds.cluster.plugins.modules import gpu_stack_facts as module
 from ansible_collections.megatron_ds.cluster.tests.unit import module_runner as runner
 

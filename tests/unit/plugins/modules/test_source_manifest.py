@@ -10,7 +10,7 @@ from typing import Any, Dict
 
 import pytest
 
-from ansible_collections.megatron_ds.cluster.plugins.module_utils import _integrity
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._facts import integrity as _integrity
 from ansible_collections.megatron_ds.cluster.plugins.modules import source_manifest as module
 from ansible_collections.megatron_ds.cluster.tests.unit import module_runner as runner
 

@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, megatron_ds.cluster developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The checkpoints role's timer check (files/checkpoint_check.py), installed next to a copy of
-plugins/module_utils/_checkpoint.py as the role installs it, run as the service runs it."""
+"""The checkpoints role's timer check (files/checkpoint_check.py), installed beside the collection's
+library as the roles install them (os_base tasks_from: library), run as the service runs it."""
 from __future__ import annotations
 
 import json
@@ -14,17 +14,19 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.megatron_ds.cluster.tests.support.library import install as install_library
+
 ROOT = Path(__file__).resolve().parents[4]
 CHECKER = ROOT / "roles" / "checkpoints" / "files" / "checkpoint_check.py"
-LIBRARY = ROOT / "plugins" / "module_utils" / "_checkpoint.py"
 
 
 @pytest.fixture
-def installed(tmp_path):
-    target = tmp_path / "lib"
+def installed(tmp_path, monkeypatch):
+    # The service's environment: MEGATRON_DS_LIBRARY names the unpacked library.
+    monkeypatch.setenv("MEGATRON_DS_LIBRARY", str(install_library(tmp_path / "node")))
+    target = tmp_path / "bin"
     target.mkdir()
     shutil.copy(str(CHECKER), str(target / "checkpoint_check.py"))
-    shutil.copy(str(LIBRARY), str(target / "_checkpoint.py"))
     return target / "checkpoint_check.py"
 
 

@@ -4,8 +4,8 @@
 """The monitoring role's training-log exporter on lines in Megatron-DeepSpeed's real format.
 
 The exporter is loaded the way the role installs it: copied into one directory beside the
-collection's log parser (plugins/module_utils/_megatron_log.py, tested line by line in
-tests/unit/plugins/module_utils/test_megatron_log.py). Every line below is what megatron/training.py ``training_log`` prints (HEAD and the
+collection's log parser (plugins/module_utils/_mds/log.py, tested line by line in
+tests/unit/plugins/module_utils/_mds/test_log.py). Every line below is what megatron/training.py ``training_log`` prints (HEAD and the
 before_rebase branch share the format; before_rebase has no tgs field): the format strings were
 run on the values shown. The NaN lines are what Python prints for a NaN through ``{:.6E}``
 (``NAN``) and ``{:.3f}`` (``nan``); HEAD drops a loss whose average is not > 0, so a bf16 NaN
@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
+import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
@@ -25,20 +24,31 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.megatron_ds.cluster.tests.support.library import install as install_library
+
 ROOT = Path(__file__).resolve().parents[4]
 
 
+EXPORTER = ROOT / "roles" / "monitoring" / "files" / "megatron_log_exporter.py"
+
+
 def _install():
-    """The role's install step: the exporter and _megatron_log.py in one directory."""
-    target = Path(tempfile.mkdtemp(prefix="megatron_log_exporter-"))
-    shutil.copy(str(ROOT / "roles" / "monitoring" / "files" / "megatron_log_exporter.py"), str(target))
-    shutil.copy(str(ROOT / "plugins" / "module_utils" / "_megatron_log.py"), str(target))
-    spec = importlib.util.spec_from_file_location("megatron_log_exporter", target / "megatron_log_exporter.py")
+    """The exporter, loaded in this process (its parser resolves to the collection on this path)."""
+    spec = importlib.util.spec_from_file_location("megatron_log_exporter", EXPORTER)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    # The exporter imported the installed copy, not the collection's module.
-    assert Path(sys.modules["_megatron_log"].__file__).parent == target
     return module
+
+
+def test_the_service_imports_the_parser_from_the_library(tmp_path):
+    # As the service runs it: only the library os_base installs (MEGATRON_DS_LIBRARY) on the path.
+    library = install_library(tmp_path)
+    probe = ("import importlib.util; spec = importlib.util.spec_from_file_location('x', %r); "
+             "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); print(m._megatron_log.__file__)"
+             % str(EXPORTER))
+    out = subprocess.run([sys.executable, "-I", "-c", probe], env=dict(os.environ, MEGATRON_DS_LIBRARY=str(library)),
+                         capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+    assert out.startswith(str(library) + os.sep) and out.endswith(os.path.join("_mds", "log.py")), out
 
 
 lx = _install()

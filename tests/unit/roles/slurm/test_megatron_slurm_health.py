@@ -3,8 +3,8 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The slurm role's HealthCheckProgram, run as slurmd runs it, on this machine.
 
-The library directory is laid out as the role lays it out on a node (the collection's
-module_utils copied into one package). ``scontrol`` is a stand-in on PATH that answers
+The library directory is laid out as os_base's ``library`` entry point lays it out on a node
+(tests/support/library.py). ``scontrol`` is a stand-in on PATH that answers
 ``show node`` from a file and records ``update`` calls, since no slurmctld runs here; the facts
 are this machine's own (no GPU, no driver), judged against a real profile.
 """
@@ -12,20 +12,16 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-import yaml
+
+from ansible_collections.megatron_ds.cluster.tests.support.library import install as install_library
 
 ROOT = Path(__file__).resolve().parents[4]
 PROGRAM = ROOT / "roles" / "slurm" / "files" / "megatron_slurm_health.py"
-# The role's own list (roles/slurm/vars/main.yml), so the test copies what a node gets.
-MODULES = tuple(yaml.safe_load((ROOT / "roles" / "slurm" / "vars" / "main.yml").read_text())["__slurm_health_modules"])
-UTILS = ROOT / "plugins" / "module_utils"
 IDLE = "NodeName=n1 Arch=x86_64 State=IDLE ThreadsPerCore=1 Partitions=train"
 OURS = IDLE.replace("State=IDLE", "State=IDLE+DRAIN") + " Reason=megatron-health: gpu.present found no GPU, expected >= 1 GPU [root@2026-12-01T02:22:00]"
 ADMIN = IDLE.replace("State=IDLE", "State=IDLE+DRAIN") + " Reason=bad fan [root@2026-12-01T02:22:00]"
@@ -37,31 +33,12 @@ printf '%s\\n' "$*" >> "$(dirname "$0")/calls"
 
 @pytest.fixture()
 def node(tmp_path):
-    library = tmp_path / "lib" / "megatron_health"
-    library.mkdir(parents=True)
-    (library / "__init__.py").write_text("")
-    for name in MODULES:
-        shutil.copy(ROOT / "plugins" / "module_utils" / (name + ".py"), library / (name + ".py"))
+    install_library(tmp_path)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "scontrol").write_text(SCONTROL)
     (bin_dir / "scontrol").chmod(0o755)
     return tmp_path
-
-
-def test_the_copied_modules_bring_everything_they_import():
-    # A module that imports another module_utils file the role does not copy fails on the node
-    # with ModuleNotFoundError (it happened when _gpu_facts began to import _integrity).
-    pattern = re.compile(r"^(?:from \.(\w*) import \(?([\w, ]*)|from \.?_?[\w.]*module_utils(?:\.(\w+))? import \(?([\w, ]*))", re.M)
-    for name in MODULES:
-        text = (UTILS / (name + ".py")).read_text()
-        for match in pattern.finditer(text):
-            rel_mod, rel_names, abs_mod, abs_names = match.groups()
-            module = rel_mod or abs_mod
-            wanted = [module] if module else [n.strip() for n in (rel_names or abs_names).split(",")]
-            for dep in wanted:
-                if dep.startswith("_"):
-                    assert dep in MODULES, "%s imports %s, which roles/slurm/vars/main.yml does not copy" % (name, dep)
 
 
 def run(node: Path, profile: str, state: str, *extra: str) -> subprocess.CompletedProcess:

@@ -1,0 +1,299 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, megatron_ds.cluster developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The layout planner: every valid parallel layout of a job spec on a cluster, with its
+per-GPU memory (the job validation's own estimate, _job_memory) and a step-time model, ranked.
+
+A layout is TP, PP, DP (what is left of the world), the ZeRO stage, the micro batch and full
+activation recompute; the model, the global batch, precision and flash attention stay the
+spec's. Each candidate is judged by _job_rules.validate, the very rules of validate.yml: a
+layout with a failing finding is not offered (the memory finding fails above the GPU's
+memory), one with a warning above 90% of it is offered last.
+
+The step-time model (per optimizer step, one pipeline stage, no overlap assumed):
+  matmul    model FLOPs per GPU (Megatron-DeepSpeed's count: 3 passes, 4 with recompute) over
+            the achieved rate R: R fitted on the H200 grid
+            (docs/benchmarks.md); R scales with the GPU's measured (burn-in) or listed matmul rate;
+  attention without flash attention, a cost per attention-score element (fitted, H200);
+  elementwise the llama preset's unfused rotary and SwiGLU ops, a cost per s x b x h element
+            and layer (fitted on g1-llama-m16 against g1-m16-b);
+  p2p       PP: the activations and their gradients between stages, inter-node when a stage
+            fills a node;
+  TP        4 all-reduces of s b h 16-bit values per layer and micro batch (6 with recompute),
+            at the intra-node all-reduce bus bandwidth: time = bytes x 2(t-1)/t / busbw;
+  DP        the gradient reduce (ZeRO 0-2: reduce-scatter + all-gather = one all-reduce of the
+            16-bit gradients; ZeRO-3 1.5x for the parameter gathers) at the intra-node bus
+            bandwidth when the DP group fits in a node, else the inter-node one;
+  bubble    the 1F1B schedule takes (m + PP - 1) micro-batch slots for m micro batches;
+  other     a host launch floor per micro batch and layer, and a per-step cost per parameter
+            (the optimizer step), both fitted on H200.
+No Ansible imports: unit-tested alone.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+
+from . import memory as _job_memory
+from . import rules as _job_rules
+from . import spec as _job_spec
+from .model import model_flops_per_token
+from .schema import JobError
+
+# GPUs the planner knows: dense bf16 peak (datasheet), memory, and what a burn-in measured or,
+# lacking that, what this project measured (H200: KINDS.md's random-data matmul 790 TFLOP/s;
+# NVLink all-reduce bus bandwidth). "interconnect" figures are per-GPU inter-node bus bandwidth
+# over InfiniBand HDR 200 Gb/s per GPU (8 x 25 GB/s; a ring all-reduce reaches about 20).
+GPUS: Dict[str, Dict[str, float]] = {
+    "H200": {"peak_tflops": 989.0, "memory_mib": 143771, "matmul_tflops": 790.0, "nvlink_busbw_gbps": 360.0},
+    "H100": {"peak_tflops": 989.0, "memory_mib": 81559, "matmul_tflops": 750.0, "nvlink_busbw_gbps": 360.0},
+    "A100-80GB": {"peak_tflops": 312.0, "memory_mib": 81920, "matmul_tflops": 270.0, "nvlink_busbw_gbps": 230.0},
+    "A100-40GB": {"peak_tflops": 312.0, "memory_mib": 40960, "matmul_tflops": 270.0, "nvlink_busbw_gbps": 230.0},
+}
+DEFAULT_INTERNODE_BUSBW_GBPS = 20.0
+
+# Calibration on the H200 grid (bench/gpu/h200_grid.json, 1.23B GPT, grad-acc 4): the iteration
+# time is linear in the micro batch from micro 4 to 32, 36.4 ms per sample (g1-m8 to g1-m24:
+# 481 TFLOP/s of model FLOPs, 0.609 of the GPU's 790 TFLOP/s random-data matmul rate) plus 130
+# ms, of which about 40 are the optimizer step (Adam over 1.23B parameters, about 20 bytes read
+# and written each at 4.8 TB/s, plus the gradient norm: per parameter) and the rest 22.5 ms per
+# micro batch (0.94 ms per layer: launches, small kernels). Micro 1 (g1-m1, 584 ms) is slower than
+# that line: the host launches a micro batch no faster than 5.67 ms per layer.
+H200_MATMUL_TFLOPS = 790.0
+ACHIEVED_FRACTION = 481.0 / H200_MATMUL_TFLOPS
+STEP_SECONDS_PER_PARAM = 0.040 / 1229574144
+MICRO_SECONDS_PER_LAYER = 0.0225 / 24
+LAUNCH_FLOOR_SECONDS_PER_LAYER = (0.584 - 0.040) / 4 / 24
+# g1-m4-nf against g1-m4: 853 ms more per 16 samples of 24 layers, 16 x 2048 x 2048 scores each.
+UNFUSED_SCORE_SECONDS = 0.853 / (16 * 24 * 16 * 2048 * 2048)
+# g1-llama-m16 against g1-m16-b: 161 ms more per 64 samples of 24 layers, s x h = 2048 x 2048.
+LLAMA_ELEMENTWISE_SECONDS = 0.1615 / (64 * 24 * 2048 * 2048)
+MEMORY_MARGIN = _job_memory.MEMORY_WARN_FRACTION
+MICRO_CHOICES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
+
+
+def divisors(number: int) -> List[int]:
+    return [d for d in range(1, number + 1) if number % d == 0]
+
+
+def allreduce_seconds(nbytes: float, ranks: int, busbw_gbps: float) -> float:
+    """A ring all-reduce of ``nbytes`` over ``ranks`` at bus bandwidth ``busbw_gbps`` (GB/s, as
+    nccl-tests and burn-in report it): algorithm time = bytes x 2(n-1)/n / busbw."""
+    if ranks <= 1 or nbytes <= 0:
+        return 0.0
+    return nbytes * 2.0 * (ranks - 1) / ranks / (busbw_gbps * 1e9)
+
+
+def hardware(gpu: Optional[str] = None, rates: Optional[Mapping[str, Any]] = None) -> Dict[str, float]:
+    """The figures the time model uses: the GPU's listed ones, overridden by ``rates``
+    (peak_tflops, matmul_tflops, memory_mib, nvlink_busbw_gbps, internode_busbw_gbps: what
+    burnin.yml or bench/gpu/matmul.py and allreduce.py measured)."""
+    name = gpu or "H200"
+    if name not in GPUS:
+        raise JobError("planner: GPU %r is not known; expected one of %s, or give peak_tflops, "
+                       "matmul_tflops, memory_mib and nvlink_busbw_gbps" % (name, ", ".join(sorted(GPUS))))
+    out = dict(GPUS[name])
+    out["internode_busbw_gbps"] = DEFAULT_INTERNODE_BUSBW_GBPS
+    for key, value in (rates or {}).items():
+        if value is not None:
+            out[key] = float(value)
+    return out
+
+
+def step_time(spec: Mapping[str, Any], derived: Mapping[str, Any], hw: Mapping[str, float],
+              recompute: bool, nodes: int, gpus_per_node: int) -> Dict[str, float]:
+    """Seconds per optimizer step by part (matmul, attention, elementwise, tp, launch, bubble,
+    step, dp) and
+    the total, for the busiest pipeline stage."""
+    tp = derived["tensor_parallel"]
+    pp = derived["pipeline_parallel"]
+    dp = derived["data_parallel_size"]
+    micro = derived["micro_batch_size"]
+    grad_acc = derived["gradient_accumulation_steps"]
+    seq = int(spec["seq_length"])
+    hidden = int(spec["hidden_size"])
+    heads = int(spec["num_attention_heads"])
+    layers_stage = int(math.ceil(int(spec["num_layers"]) / float(pp)))
+    tokens_micro = micro * seq
+    flops_token = model_flops_per_token(spec, derived) * (4.0 / 3.0 if recompute else 1.0)
+    rate = hw["matmul_tflops"] * 1e12 * ACHIEVED_FRACTION
+    per_micro = {"matmul": tokens_micro * flops_token / (tp * pp) / rate}
+    scale = H200_MATMUL_TFLOPS / hw["matmul_tflops"]
+    passes = 2.0 if recompute else 1.0  # the unfused ops run again in the recomputed forward
+    scores = micro * heads * seq * seq * layers_stage / tp
+    attention = scores * UNFUSED_SCORE_SECONDS * (1 + 0.5 * (passes - 1)) * scale
+    if spec.get("masked_softmax_fusion", True) is not False and not _job_memory._profile_unfuses_softmax(spec):
+        # Measured with the fp32 unfused softmax (cu130); the fused kernel moves 5 bytes per
+        # score element where that path moves 7 (the memory model's counts): scaled, not measured.
+        attention *= _job_memory.SCORE_BYTES_FUSED / _job_memory.SCORE_BYTES_UNFUSED
+    per_micro["attention"] = 0.0 if spec.get("use_flash_attn") else attention
+    sbh = tokens_micro * hidden * layers_stage / tp
+    per_micro["elementwise"] = sbh * LLAMA_ELEMENTWISE_SECONDS * scale if spec.get("model_preset") == "llama" else 0.0
+    tp_bytes = 2.0 * tokens_micro * hidden * layers_stage * (6 if recompute else 4)
+    per_micro["tp"] = allreduce_seconds(tp_bytes, tp, hw["nvlink_busbw_gbps"])
+    # Pipeline: each stage sends its micro batch's s b h 16-bit activations forward and their
+    # gradients back; across nodes when one stage fills a node.
+    link = hw["internode_busbw_gbps"] if tp * dp >= gpus_per_node and nodes > 1 else hw["nvlink_busbw_gbps"]
+    per_micro["p2p"] = 2.0 * 2.0 * tokens_micro * hidden / tp / (link * 1e9) if pp > 1 else 0.0
+    busy = sum(per_micro.values())
+    floor = LAUNCH_FLOOR_SECONDS_PER_LAYER * layers_stage * (4.0 / 3.0 if recompute else 1.0)
+    overhead = MICRO_SECONDS_PER_LAYER * layers_stage * (4.0 / 3.0 if recompute else 1.0)
+    per_micro["launch"] = max(overhead, floor - busy)
+    slot = busy + per_micro["launch"]
+    parts = {key: value * grad_acc for key, value in per_micro.items()}
+    parts["bubble"] = slot * (pp - 1)
+    params_gpu = _job_memory.estimate_memory(spec, derived, {"stage": 1})["params_per_gpu"]
+    parts["step"] = STEP_SECONDS_PER_PARAM * params_gpu * scale
+    volume = 2.0 * params_gpu * (1.5 if int(spec.get("zero_stage") or 0) == 3 else 1.0)
+    inside = tp * dp <= gpus_per_node or nodes == 1
+    parts["dp"] = allreduce_seconds(volume, dp, hw["nvlink_busbw_gbps"] if inside else hw["internode_busbw_gbps"])
+    parts["total"] = sum(parts.values())
+    return parts
+
+
+def _layout_spec(spec: Mapping[str, Any], layout: Mapping[str, Any]) -> Dict[str, Any]:
+    raw = dict(spec)
+    raw.update({
+        "tensor_parallel": layout["tp"],
+        "pipeline_parallel": layout["pp"],
+        "no_pipeline_parallel": layout["pp"] == 1,
+        "micro_batch_size": layout["micro"],
+        "zero_stage": layout["zero"],
+        "activation_checkpointing": layout["recompute"],
+    })
+    return _job_spec.normalize(raw)
+
+
+def enumerate_layouts(spec: Mapping[str, Any], nodes: int, gpus_per_node: int,
+                      keep: Optional[Mapping[str, Any]] = None,
+                      zero_stages: Sequence[int] = (0, 1, 2, 3),
+                      micro_choices: Sequence[int] = MICRO_CHOICES) -> Iterable[Dict[str, Any]]:
+    """Candidate layouts before the rules: TP a divisor of the GPUs per node that divides the
+    attention heads (Megatron asserts it), PP a divisor of the layers with TP x PP dividing the
+    world, micro batches that divide global / DP; ``keep`` pins any of tp, pp, zero, micro,
+    recompute (the supervisor re-plans for fewer nodes with TP and PP kept)."""
+    keep = dict(keep or {})
+    world = nodes * gpus_per_node
+    heads = int(spec["num_attention_heads"])
+    global_batch = int(spec["global_batch_size"])
+    for tp in divisors(gpus_per_node):
+        if heads % tp or ("tp" in keep and tp != keep["tp"]):
+            continue
+        for pp in divisors(int(spec["num_layers"])):
+            if world % (tp * pp) or ("pp" in keep and pp != keep["pp"]):
+                continue
+            dp = world // (tp * pp)
+            for micro in micro_choices:
+                if global_batch % (micro * dp) or ("micro" in keep and micro != keep["micro"]):
+                    continue
+                for zero in zero_stages:
+                    if "zero" in keep and zero != keep["zero"]:
+                        continue
+                    for recompute in (False, True):
+                        if "recompute" in keep and recompute != keep["recompute"]:
+                            continue
+                        yield {"tp": tp, "pp": pp, "dp": dp, "micro": micro, "zero": zero, "recompute": recompute}
+
+
+def plan(spec: Mapping[str, Any], nodes: int, gpus_per_node: int, gpu_memory_mib: Optional[int] = None,
+         gpu: Optional[str] = None, rates: Optional[Mapping[str, Any]] = None,
+         keep: Optional[Mapping[str, Any]] = None, deepspeed_version: Optional[str] = None,
+         padded_vocab_size: Optional[int] = None) -> Dict[str, Any]:
+    """Every valid layout of ``spec`` on ``nodes`` x ``gpus_per_node`` GPUs, ranked: layouts
+    within MEMORY_MARGIN of the GPU's memory first, then by predicted tokens per second.
+
+    Returns {layouts: [{tp, pp, dp, micro, zero, recompute, grad_acc, memory_gib,
+    memory_fraction, step_s, tokens_per_s, mfu, parts, fits, spec}], rejected: {reason: count},
+    hardware}. ``padded_vocab_size`` replaces the vocabulary the spec implies (a vocab file
+    the spec cannot read)."""
+    hw = hardware(gpu, rates)
+    memory_mib = int(gpu_memory_mib or hw["memory_mib"])
+    hw["memory_mib"] = memory_mib
+    cluster = {"nodes": nodes, "gpus_per_node": gpus_per_node, "gpu_memory_mib": memory_mib}
+    base = dict(spec, gpus_per_node=gpus_per_node)
+    layouts: List[Dict[str, Any]] = []
+    rejected: Dict[str, int] = {}
+    for layout in enumerate_layouts(base, nodes, gpus_per_node, keep):
+        try:
+            job = _layout_spec(base, layout)
+        except JobError as exc:
+            rejected[str(exc)] = rejected.get(str(exc), 0) + 1
+            continue
+        findings = _job_rules.validate(job, None, cluster, None, deepspeed_version)
+        failed = [f for f in findings if f["status"] == "fail"]
+        if failed:
+            reason = failed[0]["check"]
+            rejected[reason] = rejected.get(reason, 0) + 1
+            continue
+        derived = dict(_job_spec.derive(job, nodes, gpus_per_node))
+        if padded_vocab_size:
+            derived["padded_vocab_size"] = padded_vocab_size
+        zero = {"stage": job["zero_stage"],
+                "offload_optimizer": job["zero_offload_optimizer"] != "none",
+                "offload_param": job["zero_offload_param"] != "none",
+                "reduce_bucket_size": job["zero_reduce_bucket_size"],
+                "allgather_bucket_size": job["zero_allgather_bucket_size"]}
+        memory = _job_memory.estimate_memory(job, derived, zero, deepspeed_version,
+                                             "full" if layout["recompute"] else None)
+        fraction = memory["total"] / (memory_mib * float(_job_memory.MIB))
+        if fraction > 1.0:
+            rejected["memory per GPU"] = rejected.get("memory per GPU", 0) + 1
+            continue
+        parts = step_time(job, derived, hw, layout["recompute"], nodes, gpus_per_node)
+        tokens = derived["global_batch_size"] * int(job["seq_length"]) / parts["total"]
+        model_flops = model_flops_per_token(job, derived) * tokens / (nodes * gpus_per_node)
+        layouts.append(dict(
+            layout, grad_acc=derived["gradient_accumulation_steps"],
+            memory_gib=memory["total"] / float(_job_memory.GIB), memory_fraction=fraction,
+            fits=fraction <= MEMORY_MARGIN, step_s=parts["total"], tokens_per_s=tokens,
+            mfu=model_flops / (hw["peak_tflops"] * 1e12), parts=parts, spec=job,
+        ))
+    layouts.sort(key=lambda row: (not row["fits"], -row["tokens_per_s"], row["memory_gib"]))
+    return {"layouts": layouts, "rejected": rejected, "hardware": hw}
+
+
+def best_layout(spec: Mapping[str, Any], nodes: int, gpus_per_node: int,
+                keep_model_parallel: bool = True, **kwargs: Any) -> Optional[Dict[str, Any]]:
+    """The first-ranked layout that fits with margin, for a re-plan on ``nodes`` nodes: with
+    ``keep_model_parallel`` the spec's TP and PP stay (a checkpoint of that shape loads without
+    conversion) and the global batch always stays; None when no layout fits."""
+    keep = {}
+    if keep_model_parallel:
+        keep = {"tp": int(spec.get("tensor_parallel") or 1), "pp": int(spec.get("pipeline_parallel") or 1)}
+    ranked = plan(spec, nodes, gpus_per_node, keep=keep, **kwargs)["layouts"]
+    for row in ranked:
+        if row["fits"]:
+            return row
+    return None
+
+
+SPEC_KEYS = ("tensor_parallel", "pipeline_parallel", "no_pipeline_parallel", "micro_batch_size",
+             "global_batch_size", "zero_stage", "activation_checkpointing", "model_preset")
+
+
+def layout_vars(row: Mapping[str, Any]) -> Dict[str, Any]:
+    """The megatron_job_* variables of a ranked layout, for group_vars."""
+    return {"megatron_job_" + key: row["spec"][key] for key in SPEC_KEYS}
+
+
+def describe(row: Mapping[str, Any]) -> str:
+    return "TP%d PP%d DP%d Z%d mb%d%s" % (row["tp"], row["pp"], row["dp"], row["zero"], row["micro"],
+                                          " rc" if row["recompute"] else "")
+
+
+def table(result: Mapping[str, Any], limit: int = 20) -> List[str]:
+    """The ranked layouts as text lines (at most 160 columns)."""
+    hw = result["hardware"]
+    lines = ["%-4s %-24s %6s %11s %8s %9s %12s %6s  %s" % (
+        "rank", "layout", "accum", "memory GiB", "of GPU", "step s", "tokens/s", "MFU", "time s: matmul/attn/elem/tp+p2p/dp/bubble/other")]
+    for index, row in enumerate(result["layouts"][:limit], 1):
+        parts = row["parts"]
+        lines.append("%-4d %-24s %6d %11.1f %7.0f%%%s %9.2f %12s %5.1f%%  %s" % (
+            index, describe(row), row["grad_acc"], row["memory_gib"], 100 * row["memory_fraction"],
+            " " if row["fits"] else "!", row["step_s"], "{:,.0f}".format(row["tokens_per_s"]), 100 * row["mfu"],
+            "/".join("%.2f" % v for v in [parts[k] for k in ("matmul", "attention", "elementwise")]
+                     + [parts["tp"] + parts["p2p"]] + [parts[k] for k in ("dp", "bubble")] + [parts["launch"] + parts["step"]])))
+    lines.append("%d valid layouts (! = above %d%% of %.1f GiB); rejected by the job rules: %s" % (
+        len(result["layouts"]), int(100 * MEMORY_MARGIN), hw["memory_mib"] / 1024.0,
+        ", ".join("%s %d" % (k, v) for k, v in sorted(result["rejected"].items(), key=lambda kv: -kv[1])) or "none"))
+    return [line[:160] for line in lines]

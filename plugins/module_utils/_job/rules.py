@@ -1,0 +1,614 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, megatron_ds.cluster developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The job rules: every check of a job against Megatron-DeepSpeed's and DeepSpeed's own rules,
+quoting the assertion the job would fail on, with its own message where it has one.
+
+``validate`` judges either a normalized spec (then the argument list is _job_args.arguments
+of that spec, the very list train.sh passes) or a train.sh read by _job_script (then its own
+arguments), with the ds_config.json and hostfile beside it when given. The cluster, launcher,
+argument, parallelism, model and batch rules live here; the DeepSpeed-feature and stack rules
+in _job_rules_features; the memory estimate in _job_memory.
+
+No Ansible imports: unit-tested alone.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from .._stack import profiles as _stack_profiles
+from .args import DROPPED_IS_ERROR, SPEC_FLAG_KEYS, PRECISION_FLAGS, arguments, flatten
+from .findings import finding
+from .memory import check_memory
+from .model import default_ffn_hidden_size
+from .rules_features import (
+    check_activation_checkpointing,
+    check_bias_gelu_fusion,
+    check_checkpoints,
+    check_flash_attn,
+    check_precision,
+    check_zero,
+)
+from .schema import PREFIX
+from .script import expected_value
+from .spec import MDS_GLOBAL_BATCH_MSG, MDS_WORLD_MSG, derive, int_or_none
+from .._mds.args import LAUNCHERS, ArgValueError, args_for, classify, coerce, era_for_deepspeed, split_args
+
+# DeepSpeed's messages, verbatim (deepspeed/runtime/config.py _batch_assertion,
+# _set_batch_related_parameters).
+DS_BATCH_MSG = (
+    "Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu * "
+    "gradient_acc_step * world_size {} != {} * {} * {}"
+)
+DS_BATCH_MISSING_MSG = "Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided"
+DS_DIVISIBLE_MSG = "Train batch size must be divisible by micro-batch data parallelism"
+MDS_NO_PP_MSG = "pipeline_model_parallel_size must be 1 if pipeline parallel is disabled"
+
+
+def era_of(spec: Mapping[str, Any], deepspeed_version: Optional[str] = None) -> str:
+    """The Megatron-DeepSpeed era that judges the job: the one the given DeepSpeed version
+    imports, else the one the spec's stack profile installs (the same by construction for
+    the profile's own pin), else HEAD."""
+    if deepspeed_version:
+        return era_for_deepspeed(deepspeed_version)
+    try:
+        return _stack_profiles.mds_era(spec.get("stack_profile"))
+    except _stack_profiles.UnknownProfileError:
+        return era_for_deepspeed(None)
+
+
+def judged_arguments(spec: Mapping[str, Any], deepspeed_version: Optional[str] = None) -> Tuple[List[str], List[Tuple[str, str]]]:
+    """The pretrain_gpt.py arguments ``validate`` judges for a spec, and the settings left
+    out: _job_args.arguments, the builder train.sh renders, for the era of ``era_of``."""
+    groups, dropped = arguments(spec, era=era_of(spec, deepspeed_version))
+    return flatten(groups), dropped
+
+
+def _flag_values(args: Sequence[str], era: str) -> Dict[str, List[Tuple[str, ...]]]:
+    out: Dict[str, List[Tuple[str, ...]]] = {}
+    for parsed in split_args(args, era):
+        out.setdefault(parsed.flag, []).append(parsed.values)
+    return out
+
+
+def _ds_int(config: Mapping[str, Any], key: str, findings: List[Dict[str, str]]) -> Optional[int]:
+    value = config.get(key)
+    if value is None:
+        return None
+    number = int_or_none(value)
+    if number is None or isinstance(value, float) and not value.is_integer():
+        findings.append(finding(
+            "ds_config %s is an integer" % key, "fail", "ds_config", "%s: %r" % (key, value),
+            "an integer", "write a number (Megatron-DeepSpeed does not resolve 'auto')",
+        ))
+        return None
+    return number
+
+
+def validate(
+    spec: Mapping[str, Any],
+    ds_config: Optional[Mapping[str, Any]] = None,
+    cluster: Optional[Mapping[str, Any]] = None,
+    resume_checkpoint: Optional[Mapping[str, Any]] = None,
+    deepspeed_version: Optional[str] = None,
+    script: Optional[Mapping[str, Any]] = None,
+) -> List[Dict[str, str]]:
+    """Every check of a job against Megatron-DeepSpeed's and DeepSpeed's own rules.
+
+    ``spec``: normalize()'s output, or parse_train_script()['spec'].
+    ``ds_config``: the ds_config.json dict; None when the templates will write it from the
+    spec (then the JSON-vs-arguments checks hold by construction and are not run).
+    ``cluster``: {nodes, gpus_per_node, gpu_memory_mib (optional), hosts (optional
+    {host: slots} from parse_hostfile)}; gpus_per_node defaults to the spec's.
+    ``resume_checkpoint``: {tp, pp, no_pipeline_parallel (optional)} of the checkpoint to load.
+    ``deepspeed_version``: picks the Megatron-DeepSpeed era of the flag table (before_rebase
+    below 0.16.1; default the stack profile's era), the universal-checkpoint advice and the
+    ZeRO-2 estimator.
+    ``script``: parse_train_script()'s result, for the launcher and --deepspeed checks and its
+    parse findings.
+
+    Returns findings {check, status: pass|fail|warn, component, found, expected, fix}.
+    """
+    findings: List[Dict[str, str]] = []
+    add = findings.append
+    cluster = dict(cluster or {})
+    era = script.get("era", era_for_deepspeed(deepspeed_version)) if script else era_of(spec, deepspeed_version)
+    from_script = script is not None
+    explicit = set(script.get("explicit", [])) if script else set(spec)
+    if script:
+        findings.extend(script.get("findings", []))
+
+    # The arguments the job passes: the spec's own flags plus its extra_args.
+    if from_script:
+        job_args = list(script.get("args", []))  # type: ignore[union-attr]
+        dropped: List[Tuple[str, str]] = []
+    else:
+        job_args, dropped = judged_arguments(spec, deepspeed_version)
+    flags = _flag_values(job_args, era)
+    extra = list(spec.get("extra_args") or [])
+
+    # ---------------------------------------------------------------- cluster
+    nodes = int_or_none(cluster.get("nodes"))
+    hosts = cluster.get("hosts")
+    if nodes is None and hosts:
+        nodes = len(hosts)
+    job_gpus = int_or_none(spec.get("gpus_per_node"))
+    node_gpus = int_or_none(cluster.get("gpus_per_node"))
+    if node_gpus is None and hosts:
+        node_gpus = min(hosts.values())
+    if node_gpus is None:
+        node_gpus = job_gpus
+    if job_gpus is None:
+        job_gpus = node_gpus
+    if not nodes or not job_gpus:
+        add(finding(
+            "cluster shape known", "fail", "cluster", "nodes=%s gpus_per_node=%s" % (nodes, job_gpus),
+            "nodes >= 1 and gpus_per_node >= 1",
+            "put the nodes in the inventory group megatron_nodes, or pass nodes= and gpus_per_node=",
+        ))
+        return findings
+    if node_gpus is not None and job_gpus > node_gpus:
+        add(finding(
+            "ranks per node <= GPUs per node", "fail", "cluster",
+            "%d ranks per node, %d GPUs per node" % (job_gpus, node_gpus), "<= %d" % node_gpus,
+            "set megatron_job_gpus_per_node (deepspeed --num_gpus) to %d" % node_gpus,
+        ))
+    elif node_gpus is not None and job_gpus < node_gpus:
+        add(finding(
+            "ranks per node == GPUs per node", "warn", "cluster",
+            "%d ranks per node, %d GPUs per node" % (job_gpus, node_gpus), str(node_gpus),
+            "%d GPUs per node stay idle; set megatron_job_gpus_per_node: %d if that is not meant"
+            % (node_gpus - job_gpus, node_gpus),
+        ))
+    world = nodes * job_gpus
+    add(finding("world size", "pass", "cluster", "%d nodes x %d GPUs = %d" % (nodes, job_gpus, world),
+                "nodes x GPUs per node"))
+    if hosts:
+        _check_hosts(hosts, nodes, job_gpus, add)
+
+    # ---------------------------------------------------------------- launcher (train.sh)
+    if script:
+        _check_launcher(script, nodes, job_gpus, hosts, add)
+
+    # ---------------------------------------------------------------- arguments
+    _check_arguments(spec, script, era, extra, dropped, add)
+
+    tp = int_or_none(spec.get("tensor_parallel")) or 1
+    pp = int_or_none(spec.get("pipeline_parallel")) or 1
+    derived = derive(spec, nodes, job_gpus)
+    dp = derived["data_parallel_size"]
+
+    # ---------------------------------------------------------------- parallelism
+    _check_parallelism(spec, derived, nodes, job_gpus, add)
+
+    # ---------------------------------------------------------------- model shape
+    _check_model(spec, tp, pp, era, add)
+
+    _check_grouped_query_attention(spec, add)
+
+    # ---------------------------------------------------------------- batch
+    ds = dict(ds_config) if ds_config is not None else None
+    micro, micro_note = _effective_micro(spec, extra, ds, dp, findings)
+    global_batch = int_or_none(spec.get("global_batch_size"))
+    global_note = ""
+    if global_batch is None and micro and dp:
+        global_batch = micro * dp
+        global_note = " (--global-batch-size not given: Megatron uses micro x DP)"
+    _check_batch(spec, ds, micro, micro_note, global_batch, global_note, dp, from_script, add, findings)
+
+    # ---------------------------------------------------------------- ZeRO
+    zero = check_zero(spec, ds, flags, explicit, from_script, pp, deepspeed_version, era, add, findings)
+
+    # ---------------------------------------------------------------- precision
+    check_precision(spec, ds, extra, from_script, add)
+
+    # ---------------------------------------------------------------- checkpoints and resume
+    check_checkpoints(spec, flags, resume_checkpoint, tp, pp, deepspeed_version, era, add)
+
+    # ---------------------------------------------------------------- activation checkpointing
+    checkpointing = check_activation_checkpointing(spec, ds, flags, derived, add, era)
+
+    # ---------------------------------------------------------------- attention
+    check_flash_attn(spec, flags, from_script, add)
+    check_bias_gelu_fusion(spec, flags, from_script, add)
+
+    # ---------------------------------------------------------------- memory
+    if dp and all(int_or_none(spec.get(k)) for k in ("num_layers", "hidden_size", "num_attention_heads", "seq_length", "max_position_embeddings")):
+        mem_derived = dict(derived)
+        mem_derived["micro_batch_size"] = micro or 1
+        if micro and global_batch and dp and global_batch % (micro * dp) == 0:
+            mem_derived["gradient_accumulation_steps"] = global_batch // (micro * dp)
+        check_memory(spec, mem_derived, zero, deepspeed_version, checkpointing,
+                     int_or_none(cluster.get("gpu_memory_mib")), add)
+    return findings
+
+
+def _check_grouped_query_attention(spec: Mapping[str, Any], add: Callable[[Dict[str, str]], None]) -> None:
+    """Fewer key/value heads than attention heads cannot train on Megatron-DeepSpeed 4efb479d:
+    ParallelAttention.forward splits the fused QKV output into equal thirds
+    (each_hidden_size = mixed_x_layer.shape[-1] // 3) unless DeepSpeed sequence parallelism is
+    on, which is right only without grouping (measured on H200: 16 heads with 4 KV heads reached
+    flash attention as 8 query and 32 key/value heads, docs/benchmarks.md)."""
+    kv_heads = int_or_none(spec.get("num_key_value_heads"))
+    heads = int_or_none(spec.get("num_attention_heads"))
+    if kv_heads is None or heads is None or kv_heads == heads:
+        return
+    if heads % kv_heads:
+        add(finding("num_attention_heads % num_key_value_heads == 0", "fail", "model",
+                    "%d heads, %d key/value heads" % (heads, kv_heads), "a divisor of %d" % heads,
+                    "set megatron_job_num_key_value_heads to a divisor of the heads (Megatron asserts it)"))
+        return
+    add(finding("grouped-query attention", "fail", "model", "%d key/value heads for %d heads" % (kv_heads, heads),
+                "num_key_value_heads null or %d on Megatron-DeepSpeed 4efb479d" % heads,
+                "set megatron_job_num_key_value_heads: null: that checkout's ParallelAttention.forward splits the "
+                "fused QKV output into equal thirds, so grouped-query attention feeds wrong shapes to attention"))
+
+
+def _check_hosts(hosts: Mapping[str, int], nodes: int, job_gpus: int, add: Callable[[Dict[str, str]], None]) -> None:
+    if len(hosts) != nodes:
+        add(finding(
+            "hostfile hosts == nodes", "fail", "hostfile", "%d hosts" % len(hosts), "%d nodes" % nodes,
+            "list exactly the training nodes in the hostfile (DeepSpeed uses every host listed, "
+            "or the first --num_nodes of them)",
+        ))
+    short = {host: slots for host, slots in hosts.items() if slots < job_gpus}
+    if short:
+        add(finding(
+            "hostfile slots >= GPUs per node", "fail", "hostfile",
+            ", ".join("%s slots=%d" % item for item in short.items()), "slots=%d" % job_gpus,
+            "set slots to the GPU count of each node; DeepSpeed starts one rank per slot",
+        ))
+    if len(set(hosts.values())) > 1:
+        add(finding(
+            "hostfile slots identical", "warn", "hostfile",
+            ", ".join("%s slots=%d" % item for item in hosts.items()), "the same slots on every host",
+            "Megatron's parallel groups assume the same GPU count per node",
+        ))
+
+
+def _check_launcher(script: Mapping[str, Any], nodes: int, job_gpus: int, hosts: Any,
+                    add: Callable[[Dict[str, str]], None]) -> None:
+    launcher = script.get("launcher") or {}
+    if launcher.get("command") not in (None, "deepspeed"):
+        add(finding(
+            "launcher is deepspeed", "warn", "launcher", launcher.get("command"), "deepspeed",
+            "this collection launches with the deepspeed runner (pdsh/openmpi/slurm); torchrun "
+            "works per node but is not what train.yml starts",
+        ))
+    num_nodes = launcher.get("num_nodes")
+    num_gpus = launcher.get("num_gpus")  # already the spec's gpus_per_node: judged with the cluster
+    if num_nodes is not None and num_nodes > 0 and num_nodes != nodes:
+        add(finding(
+            "launcher --num_nodes == nodes", "fail", "launcher", "--num_nodes=%d" % num_nodes,
+            "--num_nodes=%d" % nodes,
+            "the job would run on %d nodes, not %d: set --num_nodes to the node count (or drop it "
+            "to use every hostfile host)" % (num_nodes, nodes),
+        ))
+    if (launcher.get("include") or launcher.get("exclude")) and (
+        (num_nodes is not None and num_nodes >= 0) or (num_gpus is not None and num_gpus >= 0)
+    ):
+        add(finding(
+            "launcher include/exclude alone", "fail", "launcher",
+            "--include/--exclude with --num_nodes/--num_gpus", "one or the other",
+            "DeepSpeed raises 'Cannot specify num_nodes/gpus with include/exclude'",
+        ))
+    if launcher.get("launcher") and launcher["launcher"].lower() not in LAUNCHERS:
+        add(finding(
+            "launcher backend", "fail", "launcher", launcher["launcher"], "|".join(LAUNCHERS),
+            "DeepSpeed raises NotImplementedError('Unknown launcher ...')",
+        ))
+    if launcher.get("command") == "deepspeed" and nodes > 1 and not launcher.get("hostfile") and not hosts:
+        add(finding(
+            "launcher hostfile", "warn", "launcher", "no --hostfile",
+            "--hostfile listing the %d nodes" % nodes,
+            "DeepSpeed then reads /job/hostfile; without it it runs on local GPUs only and raises "
+            "'Num nodes is >1 but no extra nodes available via hostfile'. Pass --hostfile "
+            "(train.yml renders one) or validate with hostfile=",
+        ))
+    if not script.get("deepspeed"):
+        add(finding(
+            "--deepspeed given", "fail", "arguments", "no --deepspeed", "--deepspeed",
+            "without --deepspeed Megatron trains without DeepSpeed and ignores ds_config.json; add --deepspeed",
+        ))
+    elif not script.get("deepspeed_config"):
+        add(finding(
+            "--deepspeed_config given", "fail", "arguments", "no --deepspeed_config",
+            "--deepspeed_config PATH",
+            "Megatron-DeepSpeed opens args.deepspeed_config at start; pass --deepspeed_config "
+            "ds_config.json (underscore spelling)",
+        ))
+
+
+def _check_arguments(spec: Mapping[str, Any], script: Optional[Mapping[str, Any]], era: str,
+                     extra: List[str], dropped: List[Tuple[str, str]],
+                     add: Callable[[Dict[str, str]], None]) -> None:
+    where = "train.sh" if script else "megatron_job_extra_args"
+    for parsed in split_args(extra, era):
+        flag, values = parsed.flag, parsed.values
+        if flag == "":
+            continue
+        if flag in PRECISION_FLAGS:
+            continue  # judged by the precision checks
+        note = classify(flag, era)
+        shown = " ".join((flag,) + tuple(values))
+        if note.status in ("obsolete", "misspelt", "unknown", "era_missing"):
+            fix = note.message
+            if note.replacement and note.status == "obsolete" and values:
+                fix += " (%s %s)" % (note.replacement, values[0])
+            add(finding("%s accepted by pretrain_gpt.py" % flag, "fail", "arguments", shown,
+                        note.replacement or "no such flag", fix))
+            continue
+        if note.status == "deprecated":
+            add(finding("%s (deprecated upstream)" % flag, "pass", "arguments", shown,
+                        note.replacement or "-", note.message))
+        if not script and flag in SPEC_FLAG_KEYS:
+            key = SPEC_FLAG_KEYS[flag]
+            add(finding(
+                "%s set by the spec, not extra_args" % flag, "fail", "arguments",
+                "%s: %s" % (where, shown), "%s%s" % (PREFIX, key),
+                "argparse keeps the last occurrence, so ds_config.json and train.sh would "
+                "disagree; set %s%s instead" % (PREFIX, key),
+            ))
+            continue
+        try:
+            coerce(flag, list(values), era)
+        except ArgValueError as exc:
+            add(finding("%s value" % flag, "fail", "arguments", shown, expected_value(args_for(era)[flag]),
+                        "argparse stops with: %s" % exc))
+    for flag, reason in dropped:
+        key = SPEC_FLAG_KEYS.get(flag, flag)
+        if flag in DROPPED_IS_ERROR:
+            add(finding(
+                "%s available" % flag, "fail", "arguments", "%s%s asks for %s" % (PREFIX, key, flag),
+                "a Megatron-DeepSpeed that has %s" % flag,
+                "%s; turn %s%s off or pick a stack profile with Megatron-DeepSpeed HEAD" % (reason, PREFIX, key),
+            ))
+        else:
+            add(finding(
+                "%s available" % flag, "warn", "arguments", "%s%s asks for %s" % (PREFIX, key, flag), "left out",
+                "%s, so train.sh leaves it out and the setting has no effect on this stack" % reason,
+            ))
+    # Required by validate_args / the tokenizer.
+    required = (
+        ("num_layers", "--num-layers"), ("hidden_size", "--hidden-size"),
+        ("num_attention_heads", "--num-attention-heads"),
+        ("max_position_embeddings", "--max-position-embeddings"), ("seq_length", "--seq-length"),
+    )
+    for key, flag in required:
+        if spec.get(key) is None:
+            add(finding(
+                "%s given" % flag, "fail", "arguments", "missing", flag,
+                "Megatron-DeepSpeed asserts '%s argument is None'; add %s" % (key, flag),
+            ))
+    if spec.get("train_iters") is None and "--train-samples" not in extra:
+        add(finding(
+            "--train-iters or --train-samples given", "fail", "arguments", "neither",
+            "--train-iters N", "add --train-iters (or --train-samples)",
+        ))
+    lr, min_lr = spec.get("lr"), spec.get("min_lr")
+    if isinstance(lr, (int, float)) and isinstance(min_lr, (int, float)) and min_lr > lr:
+        add(finding("--min-lr <= --lr", "fail", "arguments", "min_lr %r > lr %r" % (min_lr, lr),
+                    "min_lr <= lr", "Megatron asserts args.min_lr <= args.lr; lower --min-lr"))
+    tokenizer = spec.get("tokenizer_type") or "GPT2BPETokenizer"
+    if tokenizer == "GPT2BPETokenizer" and (not spec.get("vocab_file") or not spec.get("merge_file")):
+        add(finding(
+            "GPT2BPETokenizer files given", "fail", "data",
+            "vocab_file=%s merge_file=%s" % (spec.get("vocab_file"), spec.get("merge_file")),
+            "--vocab-file and --merge-file",
+            "the GPT-2 BPE tokenizer asserts both; give the vocab.json and merges.txt paths",
+        ))
+    if tokenizer == "NullTokenizer" and spec.get("vocab_size") is None:
+        add(finding("NullTokenizer vocab size", "fail", "data", "no --vocab-size", "--vocab-size N",
+                    "NullTokenizer asserts args.vocab_size is not None"))
+
+
+def _check_parallelism(spec: Mapping[str, Any], derived: Mapping[str, Any], nodes: int, gpus: int,
+                       add: Callable[[Dict[str, str]], None]) -> None:
+    tp, pp, world = derived["tensor_parallel"], derived["pipeline_parallel"], derived["world_size"]
+    if tp > world or pp > max(1, world // tp):
+        add(finding(
+            "TP x PP <= world size", "fail", "parallelism", "TP %d x PP %d on %d GPUs" % (tp, pp, world),
+            "TP <= %d, PP <= world / TP" % world,
+            "Megatron silently clamps TP to min(TP, world) and PP to min(PP, world // TP), so the "
+            "job would not run the plan you wrote; lower them",
+        ))
+    if derived["data_parallel_size"] is None:
+        add(finding(
+            "TP x PP divides the world size", "fail", "parallelism",
+            "world %d, TP %d x PP %d = %d" % (world, tp, pp, tp * pp), "a divisor of %d" % world,
+            "Megatron asserts: " + MDS_WORLD_MSG.format(world, tp, pp, 1)
+            + "; choose TP x PP among the divisors of %d" % world,
+        ))
+    else:
+        add(finding("data parallel size", "pass", "parallelism",
+                    "DP = %d / (TP %d x PP %d) = %d" % (world, tp, pp, derived["data_parallel_size"]),
+                    "world / (TP x PP)"))
+    if tp > gpus:
+        add(finding(
+            "TP <= GPUs per node", "fail", "parallelism", "TP %d, %d GPUs per node" % (tp, gpus),
+            "TP <= %d" % gpus,
+            "tensor parallelism all-reduces in every layer and belongs inside a node (the guide: "
+            "tensor parallel inside a node, pipeline across nodes); set TP <= %d and raise PP" % gpus,
+        ))
+    elif gpus % tp:
+        add(finding(
+            "TP divides GPUs per node", "warn", "parallelism", "TP %d, %d GPUs per node" % (tp, gpus),
+            "a divisor of %d" % gpus, "some tensor-parallel groups straddle two nodes; pick a divisor of %d" % gpus,
+        ))
+    else:
+        add(finding("TP inside a node", "pass", "parallelism", "TP %d, %d GPUs per node" % (tp, gpus),
+                    "TP <= GPUs per node"))
+    if spec.get("no_pipeline_parallel") and pp > 1:
+        add(finding(
+            "--no-pipeline-parallel needs PP 1", "fail", "parallelism",
+            "--no-pipeline-parallel with PP %d" % pp, "PP 1",
+            "Megatron-DeepSpeed asserts '%s': drop --no-pipeline-parallel (and use ZeRO-0/1) or set PP 1" % MDS_NO_PP_MSG,
+        ))
+    if spec.get("sequence_parallel") and tp == 1:
+        add(finding(
+            "--sequence-parallel with TP > 1", "warn", "parallelism", "--sequence-parallel with TP 1",
+            "TP > 1", "Megatron turns sequence parallelism off when TP is 1; drop the flag",
+        ))
+
+
+def _check_model(spec: Mapping[str, Any], tp: int, pp: int, era: str, add: Callable[[Dict[str, str]], None]) -> None:
+    heads = int_or_none(spec.get("num_attention_heads"))
+    hidden = int_or_none(spec.get("hidden_size"))
+    layers = int_or_none(spec.get("num_layers"))
+    seq = int_or_none(spec.get("seq_length"))
+    positions = int_or_none(spec.get("max_position_embeddings"))
+    # Megatron-DeepSpeed's own default when the job sets none: 4h, or for the llama preset
+    # (--swiglu) int(8h/3 / 64) x 64 (model.default_ffn_hidden_size).
+    ffn = int_or_none(spec.get("ffn_hidden_size")) or default_ffn_hidden_size(spec, hidden)
+    if heads:
+        ok = heads % tp == 0
+        add(finding(
+            "attention heads % TP == 0", "pass" if ok else "fail", "model", "%d heads, TP %d" % (heads, tp),
+            "heads divisible by TP",
+            "" if ok else "Megatron asserts '%d is not divisible by %d' (heads per TP rank); pick TP "
+            "among the divisors of %d or change the head count" % (heads, tp, heads),
+        ))
+    if hidden and heads:
+        ok = hidden % heads == 0
+        add(finding(
+            "hidden % heads == 0", "pass" if ok else "fail", "model", "hidden %d, %d heads" % (hidden, heads),
+            "hidden divisible by heads",
+            "" if ok else "Megatron asserts hidden_size % num_attention_heads == 0 (without "
+            "--kv-channels); change --hidden-size or --num-attention-heads",
+        ))
+    if ffn and ffn % tp:
+        add(finding(
+            "ffn hidden % TP == 0", "fail", "model", "ffn %d, TP %d" % (ffn, tp), "ffn divisible by TP",
+            "ColumnParallelLinear asserts '%d is not divisible by %d'; change --ffn-hidden-size" % (ffn, tp),
+        ))
+    if layers:
+        ok = layers % pp == 0
+        add(finding(
+            "layers % PP == 0", "pass" if ok else "warn", "model", "%d layers, PP %d" % (layers, pp),
+            "layers divisible by PP",
+            "" if ok else "DeepSpeed's pipeline partitions the layers unevenly (partition_method "
+            "type:transformer); the largest stage sets memory and step time. Pick PP among the "
+            "divisors of %d" % layers,
+        ))
+    if seq and positions:
+        ok = positions >= seq
+        add(finding(
+            "max-position-embeddings >= seq-length", "pass" if ok else "fail", "model",
+            "max_position_embeddings %d, seq_length %d" % (positions, seq), ">= seq_length",
+            "" if ok else "Megatron asserts args.max_position_embeddings >= args.seq_length; raise "
+            "--max-position-embeddings to %d" % seq,
+        ))
+
+
+def _effective_micro(spec: Mapping[str, Any], extra: List[str], ds: Optional[Dict[str, Any]],
+                     dp: Optional[int], findings: List[Dict[str, str]]) -> Tuple[Optional[int], str]:
+    micro = int_or_none(spec.get("micro_batch_size"))
+    if micro is not None:
+        return micro, ""
+    obsolete = [p for p in split_args(extra) if p.flag == "--batch-size" and p.values]
+    note = "--micro-batch-size missing"
+    intended = None
+    if obsolete and int_or_none(obsolete[-1].values[0]):
+        intended = int(obsolete[-1].values[0])
+        note += "; the obsolete --batch-size %d taken as the intended micro batch below" % intended
+    findings.append(finding(
+        "--micro-batch-size given", "fail", "batch", "missing" if intended is None else
+        "missing (only the obsolete --batch-size %d)" % intended, "--micro-batch-size N (> 0)",
+        "Megatron-DeepSpeed asserts args.micro_batch_size is not None; add --micro-batch-size%s"
+        % (" %d" % intended if intended else ""),
+    ))
+    return intended, note
+
+
+def _ds_batch(ds: Dict[str, Any], dp: int, findings: List[Dict[str, str]]) -> Tuple[Optional[int], Optional[int], Optional[int], str]:
+    """DeepSpeed's _set_batch_related_parameters: fill the missing one of train_batch_size,
+    train_micro_batch_size_per_gpu, gradient_accumulation_steps from the other two (world_size
+    there is the data-parallel size)."""
+    train = _ds_int(ds, "train_batch_size", findings)
+    micro = _ds_int(ds, "train_micro_batch_size_per_gpu", findings)
+    acc = _ds_int(ds, "gradient_accumulation_steps", findings)
+    derived = ""
+    if train is not None and micro is not None and acc is not None:
+        pass
+    elif train is not None and micro is not None:
+        acc = train // micro // dp
+        derived = "gradient_accumulation_steps = %d // %d // %d = %d" % (train, micro, dp, acc)
+    elif train is not None and acc is not None:
+        micro = train // dp // acc
+        derived = "train_micro_batch_size_per_gpu = %d // %d // %d = %d" % (train, dp, acc, micro)
+    elif micro is not None and acc is not None:
+        train = micro * acc * dp
+        derived = "train_batch_size = %d * %d * %d = %d" % (micro, acc, dp, train)
+    elif train is not None:
+        acc, micro = 1, train // dp
+        derived = "gradient_accumulation_steps = 1, train_micro_batch_size_per_gpu = %d // %d = %d" % (train, dp, micro)
+    elif micro is not None:
+        train, acc = micro * dp, 1
+        derived = "gradient_accumulation_steps = 1, train_batch_size = %d * %d = %d" % (micro, dp, train)
+    return train, micro, acc, derived
+
+
+def _check_batch(spec: Mapping[str, Any], ds: Optional[Dict[str, Any]], micro: Optional[int], micro_note: str,
+                 global_batch: Optional[int], global_note: str, dp: Optional[int], from_script: bool,
+                 add: Callable[[Dict[str, str]], None], findings: List[Dict[str, str]]) -> None:
+    if dp is None:
+        return
+    if micro is not None and micro < 1:
+        add(finding("--micro-batch-size > 0", "fail", "batch", micro, "> 0", "Megatron asserts micro_batch_size > 0"))
+        return
+    if micro and global_batch:
+        ok = global_batch % (micro * dp) == 0
+        add(finding(
+            "global batch divisible by micro x DP", "pass" if ok else "fail", "batch",
+            "global %d, micro %d, DP %d%s" % (global_batch, micro, dp, global_note),
+            "a multiple of %d" % (micro * dp),
+            "" if ok else "Megatron asserts: %s; set --global-batch-size to a multiple of %d (e.g. %d)"
+            % (MDS_GLOBAL_BATCH_MSG.format(global_batch, micro, dp), micro * dp,
+               max(1, global_batch // (micro * dp)) * micro * dp),
+        ))
+    if ds is None:
+        if micro and global_batch:
+            acc = global_batch // (micro * dp)
+            ok = global_batch == micro * acc * dp
+            add(finding(
+                "train_batch_size == micro x grad_acc x DP", "pass" if ok else "fail", "batch",
+                "%d = %d x %d x %d" % (global_batch, micro, acc, dp) if ok else
+                DS_BATCH_MSG.format(global_batch, micro, acc, dp),
+                "equal (no ds_config.json given)" if from_script else "equal (ds_config.json is written from the spec)",
+                "" if ok else "DeepSpeed asserts it; make megatron_job_global_batch_size a multiple of %d" % (micro * dp),
+            ))
+        return
+    train, ds_micro, acc, how = _ds_batch(ds, dp, findings)
+    if train is None and ds_micro is None:
+        add(finding("ds_config batch sizes", "fail", "ds_config", "neither given", "train_batch_size and "
+                    "train_micro_batch_size_per_gpu", "DeepSpeed asserts: " + DS_BATCH_MISSING_MSG))
+        return
+    via = " (DeepSpeed derives %s)" % how if how else ""
+    if train is not None and ds_micro is not None and acc is not None:
+        ok = train == ds_micro * acc * dp
+        add(finding(
+            "ds_config train_batch_size == micro x grad_acc x DP", "pass" if ok else "fail", "ds_config",
+            ("%d == %d * %d * %d" % (train, ds_micro, acc, dp) if ok else DS_BATCH_MSG.format(train, ds_micro, acc, dp)) + via,
+            "train_batch_size == train_micro_batch_size_per_gpu * gradient_accumulation_steps * DP",
+            "" if ok else "DeepSpeed asserts this at deepspeed.initialize (world_size there is the "
+            "data-parallel size %d); make the three agree, or give two and let DeepSpeed compute the third" % dp,
+        ))
+    if micro is not None and ds_micro is not None:
+        ok = ds_micro == micro
+        micro_via = " (DeepSpeed derives it: %s)" % how if "train_micro_batch_size_per_gpu =" in how else ""
+        add(finding(
+            "ds_config micro batch == --micro-batch-size", "pass" if ok else "fail", "batch",
+            "ds_config %d%s, --micro-batch-size %s" % (
+                ds_micro, micro_via, micro if not micro_note else "%d (%s)" % (micro, micro_note)),
+            "equal", "" if ok else "set train_micro_batch_size_per_gpu to %d (Megatron's data loader and "
+            "DeepSpeed must agree on the micro batch)" % micro,
+        ))
+    if global_batch is not None and train is not None:
+        ok = train == global_batch
+        add(finding(
+            "ds_config train_batch_size == --global-batch-size", "pass" if ok else "fail", "batch",
+            "ds_config %d, global batch %d%s" % (train, global_batch, global_note), "equal",
+            "" if ok else "Megatron-DeepSpeed resets DeepSpeed's batch to its global batch every step "
+            "(DeepSpeed then raises '%s' when it does not divide); set train_batch_size to %d or "
+            "--global-batch-size to %d" % (DS_DIVISIBLE_MSG, global_batch, train),
+        ))

@@ -1,0 +1,476 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, megatron_ds.cluster developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The rules about DeepSpeed features and the stack: ZeRO, precision, checkpoints and resume,
+activation checkpointing, and the settings the stack profile decides (flash attention,
+bias-GeLU fusion). _job_rules.validate calls them in order.
+
+No Ansible imports: unit-tested alone.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
+
+from .._stack import profiles as _stack_profiles
+from .args import PRECISION_FLAGS
+from .findings import finding
+from .memory import version_lt
+from .schema import PREFIX, ZERO_STAGES
+from .spec import int_or_none
+from .._mds.args import BEFORE_REBASE, HEAD
+
+# Every flag that turns on Megatron-DeepSpeed's flash attention (args.use_flash_attn is their
+# OR, docs/upstream-facts.md §A). The SDPA adapter serves only the v2 import (flash_attn_varlen_func).
+FLASH_ATTN_FLAGS = ("--use-flash-attn-v2", "--use-flash-attn", "--use-flash-attn-v1",
+                    "--use-flash-attn-triton", "--use-flash-attn-builder")
+# Why a profile requires flash attention: its torch breaks the unfused path (docs/upstream-facts.md §G).
+FLASH_ATTN_REQUIRED_REASON = (
+    "Megatron-DeepSpeed's unfused attention fails on this profile's torch (docs/upstream-facts.md §G: "
+    "CoreAttention.forward raises 'view size is not compatible with input tensor's size and "
+    "stride', .view on non-contiguous query/key/value)"
+)
+
+# DeepSpeed ships deepspeed.checkpoint.ds_to_universal from 0.11.2 (#4516, ZeRO-1 only);
+# 0.12.0 is the first minor release with it and is what this collection supports.
+UNIVERSAL_CHECKPOINT_MIN_DEEPSPEED = "0.12.0"
+# ZeRO keys DeepSpeed's config model accepts (field names and aliases; extra keys are
+# forbidden and fail at start). HEAD edaa7221 and v0.9.2 deepspeed/runtime/zero/config.py.
+ZERO_KEYS_HEAD = frozenset({
+    "allgather_bucket_size", "allgather_partitions", "allgather_sequential",
+    "contiguous_gradients", "cpu_offload", "cpu_offload_param", "cpu_offload_use_pin_memory",
+    "elastic_checkpoint", "enable_sanity_checks", "gather_16bit_weights_on_model_save",
+    "ignore_unused_parameters", "leaf_module", "legacy_stage1", "load_from_fp32_weights",
+    "log_trace_cache_warnings", "max_live_parameters", "max_reuse_distance",
+    "memory_efficient_linear", "mics_hierarchical_params_gather", "mics_shard_size",
+    "model_persistence_threshold", "module_granularity_threshold", "offload_optimizer",
+    "offload_param", "overlap_comm", "override_module_apply", "param_persistence_threshold",
+    "pipeline_loading_checkpoint", "prefetch_bucket_size", "reduce_bucket_size", "reduce_scatter",
+    "round_robin_gradients", "save_muon_momentum_buffer_in_memory", "stage",
+    "stage3_allgather_sequential", "stage3_gather_16bit_weights_on_model_save",
+    "stage3_gather_fp16_weights_on_model_save", "stage3_max_live_parameters",
+    "stage3_max_reuse_distance", "stage3_model_persistence_threshold",
+    "stage3_module_granularity_threshold", "stage3_param_persistence_threshold",
+    "stage3_prefetch_bucket_size", "stage3_use_all_reduce_for_fetch_params", "sub_group_size",
+    "use_all_reduce_for_fetch_params", "use_multi_rank_bucket_allreduce", "zenflow",
+    "zero_hpz_partition_size", "zero_quantized_gradients", "zero_quantized_nontrainable_weights",
+    "zero_quantized_weights", "zeropp_loco_param",
+})
+ZERO_KEYS_092 = frozenset({
+    "allgather_bucket_size", "allgather_partitions", "contiguous_gradients", "cpu_offload",
+    "cpu_offload_param", "cpu_offload_use_pin_memory", "elastic_checkpoint",
+    "gather_16bit_weights_on_model_save", "ignore_unused_parameters", "legacy_stage1",
+    "load_from_fp32_weights", "max_live_parameters", "max_reuse_distance",
+    "memory_efficient_linear", "mics_hierarchical_params_gather", "mics_shard_size",
+    "model_persistence_threshold", "offload_optimizer", "offload_param", "overlap_comm",
+    "param_persistence_threshold", "prefetch_bucket_size", "reduce_bucket_size", "reduce_scatter",
+    "round_robin_gradients", "stage", "stage3_gather_16bit_weights_on_model_save",
+    "stage3_gather_fp16_weights_on_model_save", "stage3_max_live_parameters",
+    "stage3_max_reuse_distance", "stage3_model_persistence_threshold",
+    "stage3_param_persistence_threshold", "stage3_prefetch_bucket_size", "sub_group_size",
+})
+
+# DeepSpeed's messages, verbatim (deepspeed/runtime/config.py, fp16 checks, engine.py
+# _configure_optimizer).
+DS_PIPE_ZERO_MSG = "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism"
+DS_BF16_FP16_MSG = "bfloat16 and fp16 modes cannot be simultaneously enabled"
+DS_OFFLOAD_CLIENT_OPT_MSG = (
+    "You are using ZeRO-Offload with a client provided optimizer (...) which in most cases "
+    "will yield poor performance. Please either use deepspeed.ops.adam.DeepSpeedCPUAdam or set "
+    "an optimizer in your ds-config"
+)
+
+
+def ds_get(config: Mapping[str, Any], *path: str) -> Any:
+    node: Any = config
+    for key in path:
+        if not isinstance(node, Mapping) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
+def offload_device(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return str(value.get("device") or "none").lower()
+    if value in (None, False):
+        return "none"
+    return "cpu" if value is True else str(value).lower()
+
+
+def enabled(section: Any) -> Optional[bool]:
+    if isinstance(section, Mapping):
+        value = section.get("enabled", False)
+        if isinstance(value, str):
+            return value.lower() == "true"
+        return bool(value)
+    return None
+
+
+def check_zero(spec: Mapping[str, Any], ds: Optional[Dict[str, Any]], flags: Mapping[str, Any], explicit: Iterable[str],
+               from_script: bool, pp: int, deepspeed_version: Optional[str], era: str,
+               add: Callable[[Dict[str, str]], None], findings: List[Dict[str, str]]) -> Dict[str, Any]:
+    arg_stage = int_or_none(spec.get("zero_stage"))
+    zero_section: Mapping[str, Any] = {}
+    if ds is not None:
+        raw = ds.get("zero_optimization")
+        zero_section = raw if isinstance(raw, Mapping) else {}
+        stage = int_or_none(zero_section.get("stage", 0))
+        if stage not in ZERO_STAGES:
+            add(finding("ds_config ZeRO stage", "fail", "zero", zero_section.get("stage"), "0, 1, 2 or 3",
+                        "set zero_optimization.stage to 0-3"))
+            stage = 0
+        offload_opt = offload_device(zero_section.get("offload_optimizer")) != "none" or bool(zero_section.get("cpu_offload"))
+        offload_param = offload_device(zero_section.get("offload_param")) != "none" or bool(zero_section.get("cpu_offload_param"))
+        known = ZERO_KEYS_092 if era == BEFORE_REBASE else ZERO_KEYS_HEAD
+        unknown = sorted(k for k in zero_section if k not in known)
+        if unknown:
+            add(finding(
+                "ds_config zero_optimization keys", "fail", "ds_config", ", ".join(unknown),
+                "keys DeepSpeed's ZeRO config declares",
+                "DeepSpeed's config model forbids unknown keys (pydantic extra=forbid) and stops at "
+                "start; remove or correct them",
+            ))
+        stage_source = "ds_config zero_optimization.stage"
+    else:
+        stage = arg_stage if arg_stage is not None else 0
+        offload_opt = spec.get("zero_offload_optimizer") == "cpu"
+        offload_param = spec.get("zero_offload_param") == "cpu"
+        stage_source = "megatron_job_zero_stage"
+    ds_pipeline = not spec.get("no_pipeline_parallel")
+    if stage >= 2 and ds_pipeline:
+        if pp > 1:
+            fix = ("use ZeRO-1 (zero_stage: 1) to keep PP %d, or set PP 1 with --no-pipeline-parallel "
+                   "to keep ZeRO-%d" % (pp, stage))
+        else:
+            fix = ("add --no-pipeline-parallel (megatron_job_no_pipeline_parallel: true): without it "
+                   "Megatron-DeepSpeed wraps the model in DeepSpeed's PipelineModule even with PP 1; or use ZeRO-1")
+        add(finding(
+            "ZeRO stage vs pipeline engine", "fail", "zero",
+            "ZeRO-%d (%s), DeepSpeed pipeline engine (PP %d%s)" % (
+                stage, stage_source, pp, ", no --no-pipeline-parallel" if pp == 1 else ""),
+            "ZeRO-0/1 with the pipeline engine", "DeepSpeed asserts '%s'; %s" % (DS_PIPE_ZERO_MSG, fix),
+        ))
+    else:
+        add(finding("ZeRO stage vs pipeline engine", "pass", "zero",
+                    "ZeRO-%d, %s" % (stage, "pipeline engine" if ds_pipeline else "--no-pipeline-parallel"),
+                    "ZeRO-2/3 only with --no-pipeline-parallel"))
+    if ds is not None:
+        if from_script and "zero_stage" not in explicit:
+            found = "--zero-stage not given (Megatron default 1)"
+        else:
+            found = "--zero-stage %s" % arg_stage
+        ok = arg_stage == stage
+        add(finding(
+            "--zero-stage == ds_config stage", "pass" if ok else "fail", "zero",
+            "%s, ds_config stage %d" % (found, stage), "equal",
+            "" if ok else "DeepSpeed takes the stage from the JSON, Megatron-DeepSpeed uses "
+            "--zero-stage for deepspeed.zero.Init (stage 3) and its statistics; pass --zero-stage %d" % stage,
+        ))
+    if offload_param and stage != 3:
+        add(finding(
+            "offload_param only with ZeRO-3", "fail", "zero", "offload_param with ZeRO-%d" % stage, "ZeRO-3",
+            "parameter offload is valid only with stage 3 (DeepSpeed ignores it otherwise); use ZeRO-3 "
+            "(with --no-pipeline-parallel) or drop offload_param",
+        ))
+    if offload_opt:
+        cpu_optimizer = "--cpu-optimizer" in flags and "--cpu_torch_adam" not in flags
+        forced = ds is None or ds.get("zero_force_ds_cpu_optimizer", True) not in (False, "false")
+        if not cpu_optimizer and forced:
+            add(finding(
+                "ZeRO-Offload optimizer", "fail", "zero",
+                "offload_optimizer cpu, Megatron's GPU optimizer (no --cpu-optimizer)",
+                "--cpu-optimizer (DeepSpeedCPUAdam)",
+                "DeepSpeed raises ZeRORuntimeException: '%s ...'; pass --cpu-optimizer (megatron_job_"
+                "zero_offload_optimizer: cpu does it), or set \"zero_force_ds_cpu_optimizer\": false "
+                "and accept a slow client optimizer" % DS_OFFLOAD_CLIENT_OPT_MSG,
+            ))
+    if ds is not None and isinstance(ds.get("optimizer"), Mapping):
+        params = ds["optimizer"].get("params") or {}
+        conflicts = []
+        for key, spec_key in (("lr", "lr"), ("weight_decay", "weight_decay")):
+            if key in params and spec.get(spec_key) is not None and float(params[key]) != float(spec[spec_key]):
+                conflicts.append("%s %r vs --%s %r" % (key, params[key], key.replace("_", "-"), spec[spec_key]))
+        add(finding(
+            "ds_config optimizer section", "warn", "ds_config",
+            "optimizer %s%s" % (ds["optimizer"].get("type"), (" (" + "; ".join(conflicts) + ")") if conflicts else ""),
+            "no optimizer section",
+            "ignored: Megatron-DeepSpeed passes its own optimizer to deepspeed.initialize ('Using client "
+            "Optimizer as basic optimizer'), so --lr, --weight-decay and --adam-* rule; remove the section",
+        ))
+    if ds is not None and isinstance(ds.get("scheduler"), Mapping):
+        add(finding(
+            "ds_config scheduler section", "warn", "ds_config", "scheduler %s" % ds["scheduler"].get("type"),
+            "no scheduler section", "ignored: Megatron-DeepSpeed passes its own LR scheduler; use --lr-* flags",
+        ))
+    return {
+        "stage": stage,
+        "offload_optimizer": offload_opt,
+        "offload_param": offload_param,
+        "reduce_bucket_size": int_or_none(zero_section.get("reduce_bucket_size")) if ds is not None else spec.get("zero_reduce_bucket_size"),
+        "allgather_bucket_size": int_or_none(zero_section.get("allgather_bucket_size")) if ds is not None else spec.get("zero_allgather_bucket_size"),
+    }
+
+
+def check_precision(spec: Mapping[str, Any], ds: Optional[Dict[str, Any]], extra: List[str], from_script: bool,
+                    add: Callable[[Dict[str, str]], None]) -> None:
+    precision = spec.get("precision") or "fp32"
+    arg_flags = set()
+    if precision in ("bf16", "fp16"):
+        arg_flags.add(precision)
+    arg_flags.update(PRECISION_FLAGS[f] for f in extra if f in PRECISION_FLAGS)
+    if len(arg_flags) > 1:
+        add(finding(
+            "--bf16 xor --fp16", "fail", "precision", "--bf16 and --fp16", "one of them",
+            "Megatron asserts not (fp16 and bf16); keep --bf16 (A100/H100) or --fp16",
+        ))
+        return
+    args_precision = arg_flags.pop() if arg_flags else "fp32"
+    if ds is None:
+        add(finding("precision", "pass", "precision", args_precision, "bf16|fp16|fp32"))
+        return
+    bf16 = enabled(ds.get("bf16"))
+    if bf16 is None:
+        bf16 = enabled(ds.get("bfloat16"))
+    fp16 = enabled(ds.get("fp16"))
+    if bf16 and fp16:
+        add(finding(
+            "ds_config bf16 xor fp16", "fail", "ds_config", "bf16.enabled and fp16.enabled", "one of them",
+            "DeepSpeed asserts '%s'; disable one" % DS_BF16_FP16_MSG,
+        ))
+        return
+    json_precision = "bf16" if bf16 else "fp16" if fp16 else "fp32"
+    ok = json_precision == args_precision
+    add(finding(
+        "ds_config precision == arguments", "pass" if ok else "fail", "precision",
+        "ds_config %s, arguments %s" % (json_precision, "--" + args_precision if args_precision != "fp32" else "fp32"),
+        "the same precision",
+        "" if ok else "Megatron builds %s parameters while DeepSpeed's optimizer is set up for %s; set "
+        "%s.enabled in ds_config.json to match %s" % (
+            args_precision, json_precision, args_precision if args_precision != "fp32" else "bf16/fp16",
+            "--" + args_precision if args_precision != "fp32" else "no precision flag"),
+    ))
+
+
+def check_checkpoints(spec: Mapping[str, Any], flags: Mapping[str, Any], resume: Optional[Mapping[str, Any]],
+                      tp: int, pp: int, deepspeed_version: Optional[str], era: str,
+                      add: Callable[[Dict[str, str]], None]) -> None:
+    if spec.get("checkpoint_dir"):
+        interval = int_or_none(spec.get("save_interval"))
+        ok = interval is not None and interval > 0
+        add(finding(
+            "--save with --save-interval", "pass" if ok else "fail", "checkpoints",
+            "--save %s, --save-interval %s" % (spec["checkpoint_dir"], interval), "--save-interval N",
+            "" if ok else "Megatron asserts args.save_interval is not None when --save is set; add --save-interval",
+        ))
+    if not resume:
+        return
+    ck_tp = int_or_none(resume.get("tp") or resume.get("tensor_parallel"))
+    ck_pp = int_or_none(resume.get("pp") or resume.get("pipeline_parallel"))
+    ck_nopp = resume.get("no_pipeline_parallel")
+    if ck_nopp is not None and bool(ck_nopp) != bool(spec.get("no_pipeline_parallel")):
+        add(finding(
+            "checkpoint model form", "fail", "resume",
+            "checkpoint %s --no-pipeline-parallel" % ("with" if ck_nopp else "without"),
+            "job %s --no-pipeline-parallel" % ("with" if spec.get("no_pipeline_parallel") else "without"),
+            "a model saved with --no-pipeline-parallel cannot be converted to or from the pipeline "
+            "form (not even by the universal checkpoint); resume with the form it was saved in",
+        ))
+    if (ck_tp, ck_pp) == (tp, pp):
+        add(finding("checkpoint TP/PP == job TP/PP", "pass", "resume", "TP %s PP %s" % (ck_tp, ck_pp),
+                    "TP %d PP %d" % (tp, pp)))
+        return
+    has_universal = deepspeed_version is not None and not version_lt(deepspeed_version, UNIVERSAL_CHECKPOINT_MIN_DEEPSPEED)
+    if has_universal and era == HEAD:
+        fix = ("convert once with DeepSpeed's universal checkpoint: python -m deepspeed.checkpoint.ds_to_universal "
+               "--input_folder <save>/global_stepN --output_folder <save>/global_stepN_universal "
+               "(Megatron-DeepSpeed on PYTHONPATH), then resume with --universal-checkpoint "
+               "(megatron_job_extra_args: ['--universal-checkpoint'])")
+    elif has_universal:
+        fix = ("refuse: DeepSpeed %s has ds_to_universal, but the before_rebase Megatron-DeepSpeed "
+               "has no --universal-checkpoint; resume with TP %s PP %s, or move to the HEAD stack"
+               % (deepspeed_version, ck_tp, ck_pp))
+    else:
+        fix = ("refuse: DeepSpeed <0.12 has no universal checkpoint (found %s); resume with TP %s PP %s, "
+               "or upgrade DeepSpeed (>= %s) and convert with ds_to_universal"
+               % (deepspeed_version or "unknown version", ck_tp, ck_pp, UNIVERSAL_CHECKPOINT_MIN_DEEPSPEED))
+    add(finding(
+        "checkpoint TP/PP == job TP/PP", "fail", "resume", "checkpoint TP %s PP %s" % (ck_tp, ck_pp),
+        "TP %d PP %d (the job)" % (tp, pp),
+        "loading a DeepSpeed checkpoint needs the same TP/PP; " + fix,
+    ))
+
+
+def check_activation_checkpointing(spec: Mapping[str, Any], ds: Optional[Dict[str, Any]], flags: Mapping[str, Any],
+                                   derived: Mapping[str, Any], add: Callable[[Dict[str, str]], None],
+                                   era: str = HEAD) -> Optional[str]:
+    granularity_values = flags.get("--recompute-granularity") or []
+    granularity = granularity_values[-1][0] if granularity_values and granularity_values[-1] else None
+    method_values = flags.get("--recompute-method") or []
+    method = method_values[-1][0] if method_values and method_values[-1] else None
+    checkpoint = bool(spec.get("activation_checkpointing")) or "--checkpoint-activations" in flags
+    if "--recompute-activations" in flags:
+        granularity = "selective"
+    # --deepspeed-activation-checkpointing only picks DeepSpeed's implementation; Megatron
+    # checkpoints nothing unless --checkpoint-activations or --recompute-* asks
+    # (transformer.py ParallelTransformer.forward).
+    any_checkpointing = checkpoint or granularity is not None
+    json_partition = bool(ds_get(ds or {}, "activation_checkpointing", "partition_activations"))
+    partition = bool(spec.get("partition_activations")) or "--partition-activations" in flags or json_partition
+    if partition:
+        source = []
+        if json_partition:
+            source.append("ds_config activation_checkpointing.partition_activations")
+        if spec.get("partition_activations") or "--partition-activations" in flags:
+            source.append("--partition-activations")
+        add(finding(
+            "activation partitioning needs checkpointing", "pass" if any_checkpointing else "fail",
+            "activation checkpointing",
+            "%s%s" % (" and ".join(source), "" if any_checkpointing else ", no activation checkpointing"),
+            "--checkpoint-activations (or --recompute-granularity full) with --deepspeed-activation-checkpointing",
+            "" if any_checkpointing else "partitioning splits the checkpointed activations across TP ranks, so "
+            "with nothing checkpointed it does nothing and the memory plan is wrong; add --checkpoint-activations "
+            "--deepspeed-activation-checkpointing (megatron_job_activation_checkpointing: true) or drop partitioning",
+        ))
+        if any_checkpointing and "--deepspeed-activation-checkpointing" not in flags:
+            add(finding(
+                "DeepSpeed checkpointing configured", "warn", "activation checkpointing",
+                "partitioning without --deepspeed-activation-checkpointing", "--deepspeed-activation-checkpointing",
+                "Megatron-DeepSpeed calls deepspeed.checkpointing.configure() (which applies partitioning, "
+                "contiguous memory and CPU checkpointing) only with --deepspeed-activation-checkpointing; add it",
+            ))
+    # Megatron-DeepSpeed passes its own flag values (never None) to
+    # deepspeed.checkpointing.configure(), which lets them overwrite the JSON section.
+    section = ds_get(ds or {}, "activation_checkpointing")
+    if isinstance(section, Mapping):
+        overridden = [
+            "%s (%s)" % (json_key, flag)
+            for json_key, flag in (
+                ("partition_activations", "--partition-activations"),
+                ("contiguous_memory_optimization", "--contigious-checkpointing"),
+                ("cpu_checkpointing", "--checkpoint-in-cpu"),
+            )
+            if section.get(json_key) and flag not in flags
+        ]
+        if overridden:
+            add(finding(
+                "ds_config activation_checkpointing applied", "warn", "activation checkpointing",
+                "ds_config sets " + ", ".join(overridden), "the matching Megatron flags",
+                "Megatron-DeepSpeed calls deepspeed.checkpointing.configure() with its own flag values, which "
+                "overwrite the JSON; pass the flags in brackets (with --deepspeed-activation-checkpointing)",
+            ))
+    # HEAD's ParallelTransformer (the model without the DeepSpeed pipeline engine) checkpoints
+    # through DeepSpeed only with --deepspeed-activation-checkpointing; otherwise it takes
+    # Megatron's path, which needs --recompute-method and raises at the first forward without it
+    # (megatron/model/transformer.py _checkpointed_forward).
+    if (era == HEAD and checkpoint and not derived.get("ds_pipeline_engine")
+            and "--deepspeed-activation-checkpointing" not in flags and method is None):
+        add(finding(
+            "activation recompute method", "fail", "activation checkpointing",
+            "--checkpoint-activations without --deepspeed-activation-checkpointing or --recompute-method",
+            "--checkpoint-activations --deepspeed-activation-checkpointing, or --recompute-method uniform|block",
+            "Megatron-DeepSpeed HEAD then stops at the first forward with 'Invalid activation recompute "
+            "method.'; add --deepspeed-activation-checkpointing (what megatron_job_activation_checkpointing: "
+            "true renders) or --recompute-granularity full --recompute-method uniform",
+        ))
+    if derived.get("ds_pipeline_engine") and not checkpoint and granularity is not None and not (
+        granularity == "full" and method == "uniform"
+    ):
+        add(finding(
+            "recompute honoured by the DeepSpeed pipeline", "warn", "activation checkpointing",
+            "--recompute-granularity %s%s" % (granularity, " --recompute-method %s" % method if method else ""),
+            "--checkpoint-activations, or --recompute-granularity full --recompute-method uniform",
+            "the DeepSpeed pipeline engine (used without --no-pipeline-parallel) checkpoints only with those; "
+            "this setting recomputes nothing",
+        ))
+    if checkpoint or granularity == "full":
+        return "full"
+    if granularity == "selective":
+        return "selective"
+    return None
+
+
+def check_flash_attn(spec: Mapping[str, Any], flags: Mapping[str, Any], from_script: bool,
+                     add: Callable[[Dict[str, str]], None]) -> None:
+    """Flash attention where the stack profile requires it (cu130: the unfused path fails,
+    docs/upstream-facts.md §G), the flag the installed provider serves, and half precision (Megatron's
+    FlashSelfAttention asserts q, k, v are fp16 or bf16)."""
+    profile_name = spec.get("stack_profile")
+    try:
+        policy = _stack_profiles.flash_attn(profile_name)
+    except _stack_profiles.UnknownProfileError:
+        return  # the stack profile's own check names it
+    profile = profile_name or _stack_profiles.DEFAULT_PROFILE
+    given = [flag for flag in FLASH_ATTN_FLAGS if flag in flags]
+    where = "train.sh" if from_script else "job spec"
+    if policy["required"]:
+        check = "flash attention on stack profile %s" % profile
+        if not given:
+            if from_script:
+                found, fix = "train.sh has no --use-flash-attn* flag", "add --use-flash-attn-v2 to the pretrain_gpt.py arguments of train.sh"
+            else:
+                found, fix = ("%suse_flash_attn: false" % PREFIX,
+                              "set %suse_flash_attn: auto (or true)" % PREFIX)
+            add(finding(
+                check, "fail", "attention", found, "--use-flash-attn-v2",
+                "%s, so the job would stop at its first forward pass; %s, with flash_attn in the venv "
+                "(python_env_flash_attn: auto installs the %s provider)" % (
+                    FLASH_ATTN_REQUIRED_REASON, fix, policy["provider"] or "profile's"),
+            ))
+        elif policy["provider"] == "sdpa" and "--use-flash-attn-v2" not in given:
+            add(finding(
+                check, "warn", "attention", "%s: %s" % (where, " ".join(given)), "--use-flash-attn-v2",
+                "the profile's flash_attn provider (python_env_flash_attn: sdpa) serves only "
+                "flash_attn_varlen_func, which --use-flash-attn-v2 imports; %s need the real flash-attn "
+                "(python_env_flash_attn: pip), else use --use-flash-attn-v2" % " ".join(given),
+            ))
+        else:
+            add(finding(check, "pass", "attention", "%s: %s" % (where, " ".join(given)), "--use-flash-attn-v2"))
+    if given:
+        half = set(PRECISION_FLAGS).intersection(flags) or spec.get("precision") in ("bf16", "fp16")
+        if not half:
+            add(finding(
+                "flash attention in half precision", "fail", "attention",
+                "%s with fp32" % " ".join(given), "--bf16 or --fp16",
+                "Megatron-DeepSpeed's FlashSelfAttention asserts q, k, v are fp16 or bf16; set "
+                "%sprecision: bf16 (or fp16)" % PREFIX if not from_script else
+                "Megatron-DeepSpeed's FlashSelfAttention asserts q, k, v are fp16 or bf16; add --bf16 (and "
+                "bf16.enabled in ds_config.json)",
+            ))
+
+
+# Why bias-GeLU fusion is slower on a profile whose torch has no TorchScript GPU fuser.
+BIAS_GELU_SLOW_REASON = (
+    "Megatron-DeepSpeed's bias-GeLU fusion is a TorchScript function, and this profile's torch "
+    "has no TorchScript GPU fuser left (set_jit_fusion_options asks for nvfuser, a no-op since "
+    "torch 2.2), so it runs unfused: 34 kernels and 5x the time of a bias add + GeLU per layer, "
+    "35.8% instead of 46.0% MFU for a 1.3B GPT on 2 x H200 (docs/benchmarks.md)"
+)
+
+
+def check_bias_gelu_fusion(spec: Mapping[str, Any], flags: Mapping[str, Any], from_script: bool,
+                           add: Callable[[Dict[str, str]], None]) -> None:
+    """A warning where the job keeps Megatron's TorchScript bias-GeLU on a profile whose torch
+    cannot fuse it (cu130): it runs, only slower."""
+    profile_name = spec.get("stack_profile")
+    try:
+        fuses = _stack_profiles.torchscript_fusion(profile_name)
+    except _stack_profiles.UnknownProfileError:
+        return  # the stack profile's own check names it
+    if fuses:
+        return
+    profile = profile_name or _stack_profiles.DEFAULT_PROFILE
+    check = "bias-GeLU without TorchScript fusion on stack profile %s" % profile
+    if spec.get("fused_ops") and not from_script and "--no-bias-gelu-fusion" not in flags:
+        # The fusion path runs megatron_ds_fused_ops's compiled kernel instead of TorchScript.
+        add(finding(check, "pass", "performance", "%sfused_ops: true (a compiled bias-GeLU)" % PREFIX,
+                    "--no-bias-gelu-fusion, or megatron_job_fused_ops"))
+        return
+    if "--no-bias-gelu-fusion" in flags:
+        where = "train.sh" if from_script else "job spec"
+        add(finding(check, "pass", "performance", "%s: --no-bias-gelu-fusion" % where, "--no-bias-gelu-fusion"))
+        return
+    found, fix = (("train.sh has no --no-bias-gelu-fusion", "add --no-bias-gelu-fusion to the pretrain_gpt.py arguments")
+                  if from_script else
+                  ("%sbias_gelu_fusion: true" % PREFIX, "set %sbias_gelu_fusion: auto (or false)" % PREFIX))
+    add(finding(check, "warn", "performance", found, "--no-bias-gelu-fusion",
+                "%s; %s" % (BIAS_GELU_SLOW_REASON, fix)))

@@ -1,0 +1,488 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, megatron_ds.cluster developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The preflight's matrix: per node, each installed version against the stack profile and
+against the rules NVIDIA and DeepSpeed enforce at run time, and each install against what pip
+and git recorded (damaged installs).
+
+Pure functions, no Ansible imports; _preflight runs :data:`MATRIX_CHECKS` on every node.
+"""
+from __future__ import annotations
+
+from typing import Any, List, Mapping, Optional, Sequence, Tuple
+
+from .._facts.integrity import MANIFEST_NAME
+from .rows import (
+    FAIL,
+    MISSING,
+    PASS,
+    SKIP,
+    WARN,
+    NodeCheck,
+    Row,
+    _Context,
+    _broken_install,
+    _get,
+    _int,
+    _is_plain_version,
+    _mm,
+    _nvcc_version,
+    _role,
+    _row,
+    _satisfies,
+    _show,
+    _text,
+    _torch_unusable,
+    _version,
+    nvcc_torch_compatible,
+)
+from .._stack.profiles import DS_CUDA_MINOR_MISMATCH_OK, min_driver_for_cuda
+from .._stack.versions import compare, local_label, major, parse
+
+
+# ---------------------------------------------------------------------------------------
+# Matrix checks: one function per check, each returns the row for one node
+# ---------------------------------------------------------------------------------------
+
+
+def _cpu_skip(ctx: _Context, check: str, node: str, component: str) -> Optional[Row]:
+    if ctx.cuda:
+        return None
+    return _row(check, SKIP, node, component, fix="profile %s runs on CPU: no %s needed" % (ctx.name, component))
+
+
+def check_driver(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
+    check, comp = "driver.version", "driver"
+    skipped = _cpu_skip(ctx, check, node, comp)
+    if skipped:
+        return skipped
+    found = _text(_get(facts, "driver", "version"))
+    needs: List[Tuple[str, str]] = []
+    if ctx.spec("driver", "min"):
+        needs.append((str(ctx.spec("driver", "min")), "profile %s minimum" % ctx.name))
+    toolkit = _text(_get(facts, "cuda", "version"))
+    torch_cuda = _text(_get(facts, "torch", "cuda"))
+    for what, cuda in (("CUDA toolkit", toolkit), ("torch built for CUDA", torch_cuda)):
+        if cuda:
+            try:
+                need = min_driver_for_cuda(cuda)
+            except ValueError:
+                need = None
+            if need:
+                needs.append((need, "%s %s" % (what, cuda)))
+    if not needs:
+        return _row(check, SKIP, node, comp, found, fix="no driver minimum known for this stack")
+    floor = needs[0][0]
+    for need, _why in needs[1:]:
+        if compare(need, floor) > 0:
+            floor = need
+    why = ", ".join(reason for need, reason in needs if compare(need, floor) == 0)
+    expected = ">= %s (%s)" % (floor, why)
+    install = ctx.spec("driver", "install") or floor
+    if compare(str(install), floor) < 0:
+        install = floor
+    fix = "install NVIDIA driver %s or newer on %s with %s, then reboot" % (install, node, _role("nvidia_driver"))
+    if found is None:
+        return _row(check, FAIL, node, comp, MISSING, expected, "no NVIDIA driver loaded: " + fix)
+    try:
+        ok = compare(found, floor) >= 0
+    except ValueError:
+        return _row(check, FAIL, node, comp, found, expected, "unreadable driver version: " + fix)
+    return _row(check, PASS if ok else FAIL, node, comp, found, expected, "" if ok else fix)
+
+
+def check_fabric_manager(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
+    check, comp = "fabric_manager.version", "fabric_manager"
+    skipped = _cpu_skip(ctx, check, node, comp)
+    if skipped:
+        return skipped
+    if not _get(facts, "nvswitch", "present"):
+        return _row(check, SKIP, node, comp, fix="no NVSwitch on this node: fabric manager not needed")
+    driver = _text(_get(facts, "driver", "version"))
+    version = _text(_get(facts, "fabric_manager", "version"))
+    installed = _get(facts, "fabric_manager", "installed")
+    active = _get(facts, "fabric_manager", "active")
+    expected = "%s (== driver), service active" % _show(driver)
+    pin = "install nvidia-fabricmanager pinned to driver %s (and libnvidia-nscq) on %s with %s" % (
+        _show(driver),
+        node,
+        _role("nvidia_driver"),
+    )
+    if not installed or version is None:
+        return _row(check, FAIL, node, comp, "not installed", expected, pin + "; NVSwitch systems fail CUDA init without it")
+    try:
+        same = driver is not None and parse(version) == parse(driver)
+    except ValueError:
+        same = False
+    if not same:
+        return _row(check, FAIL, node, comp, version, expected, pin + ": fabric manager refuses to start on another driver version")
+    if not active:
+        return _row(
+            check, FAIL, node, comp, "%s, not active" % version, expected,
+            "start and enable nvidia-fabricmanager on %s (systemctl enable --now nvidia-fabricmanager)" % node,
+        )
+    return _row(check, PASS, node, comp, "%s, active" % version, expected)
+
+
+def check_cuda_toolkit(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
+    check, comp = "cuda.toolkit", "cuda"
+    skipped = _cpu_skip(ctx, check, node, comp)
+    if skipped:
+        return skipped
+    spec = str(ctx.spec("cuda", "version"))
+    found = _text(_get(facts, "cuda", "version"))
+    source = _text(_get(facts, "cuda", "source")) or "unknown source"
+    fix = "install CUDA %s (profile %s) on %s with %s" % (ctx.spec("cuda", "install") or spec, ctx.name, node, _role("cuda_toolkit"))
+    if found is None:
+        return _row(check, FAIL, node, comp, MISSING, spec, "no CUDA toolkit found: " + fix)
+    shown = "%s (%s)" % (found, source)
+    ok = _satisfies(found, spec)
+    if not ok and _is_plain_version(spec) and _mm(found) is not None and _mm(found) == _mm(spec):
+        # nvcc, ptxas and library names carry the release (13.0) and a component version
+        # (13.0.88), never the toolkit update (11.7.1); version.json from 11.8 on is reported
+        # as major.minor. Where the update is not visible, judge at major.minor.
+        if source != "version.json" or len(parse(found)) < len(parse(spec)):
+            return _row(check, PASS, node, comp, shown + "; update level not visible", spec)
+    if ok is None:
+        return _row(check, FAIL, node, comp, shown, spec, "unreadable CUDA version: " + fix)
+    return _row(check, PASS if ok else FAIL, node, comp, shown, spec, "" if ok else fix)
+
+
+def check_nvcc_torch(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
+    check, comp = "cuda.nvcc_vs_torch", "nvcc"
+    skipped = _cpu_skip(ctx, check, node, comp)
+    if skipped:
+        return skipped
+    torch_cuda = _text(_get(facts, "torch", "cuda"))
+    unusable = _torch_unusable(facts)
+    if unusable:
+        return _row(check, SKIP, node, comp, fix=unusable)
+    if torch_cuda is None:
+        return _row(check, SKIP, node, comp, fix="torch is a CPU build (see torch.cuda)")
+    nvcc = _nvcc_version(facts)
+    want = _mm(torch_cuda)
+    try:
+        minors = DS_CUDA_MINOR_MISMATCH_OK.get(major(torch_cuda), [])
+    except ValueError:
+        minors = []
+    if want in minors:
+        expected = "nvcc %s-%s (DeepSpeed's minor-mismatch list)" % (minors[0], minors[-1])
+    else:
+        expected = "nvcc %s exactly (DeepSpeed's rule)" % want
+    if nvcc is None:
+        return _row(
+            check, FAIL, node, comp, "nvcc not found", expected,
+            "install the CUDA %s toolkit on %s with %s: Megatron's fused-kernel loader and DeepSpeed's "
+            "op builder run CUDA_HOME/bin/nvcc" % (_mm(torch_cuda), node, _role("cuda_toolkit")),
+        )
+    try:
+        ok = nvcc_torch_compatible(nvcc, torch_cuda)
+    except ValueError:
+        ok = False
+    fix = (
+        "make nvcc and torch agree on %s: install CUDA %s with %s, or torch built for CUDA %s with "
+        "%s; DeepSpeed refuses to build ops otherwise" % (node, _mm(torch_cuda), _role("cuda_toolkit"), _mm(nvcc), _role("python_env"))
+    )
+    return _row(check, PASS if ok else FAIL, node, comp, "nvcc %s, torch.version.cuda %s" % (nvcc, torch_cuda), expected, "" if ok else fix)
+
+
+def check_cudnn_system(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
+    check, comp = "cudnn.system", "cudnn"
+    skipped = _cpu_skip(ctx, check, node, comp)
+    if skipped:
+        return skipped
+    spec = str(ctx.spec("cudnn", "version"))
+    cuda_major = ctx.spec("cudnn", "cuda_major")
+    expected = "%s (cuda%s build)" % (spec, cuda_major) if cuda_major else spec
+    found = _version(facts, "cudnn", "version")
+    fix = "install cuDNN %s (profile %s) on %s with %s" % (ctx.spec("cudnn", "install") or spec, ctx.name, node, _role("cudnn"))
+    if found is None:
+        return _row(check, FAIL, node, comp, MISSING, expected, "no system cuDNN found: " + fix)
+    source = _text(_get(facts, "cudnn", "source"))
+    shown = "%s (%s)" % (found, source) if source else found
+    ok = _satisfies(found, spec)
+    if ok:
+        return _row(check, PASS, node, comp, shown, expected)
+    try:
+        wrong_major = major(found) != major(spec)
+    except ValueError:
+        wrong_major = True
+    if wrong_major:
+        fix += "; cuDNN %s is another major, which extensions built against cuDNN %s cannot load" % (
+            _show(found).split(".", 1)[0], spec.split(".", 1)[0])
+    return _row(check, FAIL, node, comp, shown, expected, fix)
+
+
+def _torch_child(ctx: _Context, check: str, comp: str, node: str, facts: Mapping[str, Any], what: str) -> Row:
+    """torch's bundled cuDNN / NCCL: the versions torch actually loads (docs/upstream-facts.md §H)."""
+    skipped = _cpu_skip(ctx, check, node, comp)
+    if skipped:
+        return skipped
+    unusable = _torch_unusable(facts)
+    if unusable:
+        return _row(check, SKIP, node, comp, fix=unusable)
+    if _text(_get(facts, "torch", "cuda")) is None:
+        return _row(check, SKIP, node, comp, fix="torch is a CPU build (see torch.cuda)")
+    found = _version(facts, "torch", what)
+    spec = ctx.spec("torch", what)
+    if spec is None:
+        return _row(check, PASS, node, comp, _show(found), "not pinned by profile %s (reported only)" % ctx.name)
+    fix = "reinstall torch %s from %s (profile %s) with %s on %s: torch loads its own %s, not the system one" % (
+        ctx.pip_version("torch"), ctx.spec("torch", "index_url"), ctx.name, _role("python_env"), node,
+        "cuDNN" if what == "cudnn" else "NCCL",
+    )
+    if found is None:
+        if _text(_get(facts, "torch", "source")) == "files":
+            # Read from files, a torch that bundles the library in torch/lib names no version.
+            return _row(
+                check, WARN, node, comp, "not readable from the venv's files", str(spec),
+                "rerun with preflight_python_probe=import (gpu_stack_facts python_probe=import) to read "
+                "the %s that torch loads on %s; if it is still missing: %s" % (
+                    "cuDNN" if what == "cudnn" else "NCCL", node, fix),
+            )
+        return _row(check, FAIL, node, comp, MISSING, str(spec), fix)
+    ok = _satisfies(found, str(spec))
+    return _row(check, PASS if ok else FAIL, node, comp, found, str(spec), "" if ok else fix)
+
+
+def check_cudnn_torch(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
+    return _torch_child(ctx, "cudnn.torch", "torch.cudnn", node, facts, "cudnn")
+
+
+def check_nccl_system(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
+    check, comp = "nccl.system", "nccl"
+    skipped = _cpu_skip(ctx, check, node, comp)
+    if skipped:
+        return skipped
+    spec = str(ctx.spec("nccl", "version"))
+    found = _version(facts, "nccl", "version")
+    install = str(ctx.spec("nccl", "install") or spec)
+    fix = "install NCCL %s (profile %s) on %s with %s" % (install, ctx.name, node, _role("nccl"))
+    if found is None:
+        return _row(check, FAIL, node, comp, MISSING, spec, "no system NCCL found: " + fix)
+    ok = _satisfies(found, spec)
+    return _row(check, PASS if ok else FAIL, node, comp, found, spec, "" if ok else fix)
+
+
+def check_nccl_torch(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
+    return _torch_child(ctx, "nccl.torch", "torch.nccl", node, facts, "nccl")
+
+
+def check_torch_version(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
+    check, comp = "torch.version", "torch"
+    spec = str(ctx.spec("torch", "version"))
+    label = ctx.spec("torch", "local")
+    expected = "%s (+%s)" % (spec, label) if label else spec
+    found = _text(_get(facts, "torch", "version"))
+    fix = "run %s on %s so torch matches (%s from %s)" % (
+        _role("python_env"), node, ctx.spec("torch", "pip"), ctx.spec("torch", "index_url"))
+    error = _text(_get(facts, "torch", "error"))
+    if found is None:
+        shown = "not importable: %s" % error if error else MISSING
+        return _row(check, FAIL, node, comp, shown, expected, fix)
+    if error:
+        # The version alone is what pip recorded; a torch that does not import (or is half
+        # removed) must not pass on it.
+        return _row(check, FAIL, node, comp, "%s, broken: %s" % (found, error), expected,
+                    _broken_install(ctx, node, facts, "torch", "torch"))
+    ok = _satisfies(found, spec)
+    have_label = local_label(found)
+    if ok and label and have_label and have_label != label:
+        # A CUDA build of torch still runs on a CPU profile; only a CUDA profile needs the label.
+        status = FAIL if ctx.cuda else WARN
+        return _row(check, status, node, comp, found, expected, fix)
+    return _row(check, PASS if ok else FAIL, node, comp, found, expected, "" if ok else fix)
+
+
+def check_torch_cuda(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
+    check, comp = "torch.cuda", "torch"
+    if not ctx.cuda:
+        return _row(check, SKIP, node, comp, fix="profile %s runs on CPU: any torch build will do" % ctx.name)
+    unusable = _torch_unusable(facts)
+    if unusable:
+        return _row(check, SKIP, node, comp, fix=unusable)
+    spec = str(ctx.spec("torch", "cuda"))
+    found = _text(_get(facts, "torch", "cuda"))
+    fix = "run %s on %s so torch matches (a +%s build of %s)" % (
+        _role("python_env"), node, ctx.spec("torch", "local"), ctx.spec("torch", "pip"))
+    if found is None:
+        return _row(check, FAIL, node, comp, "None (CPU-only torch)", spec, fix)
+    ok = _mm(found) is not None and _mm(found) == _mm(spec)
+    return _row(check, PASS if ok else FAIL, node, comp, found, spec, "" if ok else fix)
+
+
+def check_deepspeed(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
+    check, comp = "deepspeed.version", "deepspeed"
+    spec = str(ctx.spec("deepspeed", "version"))
+    found = _text(_get(facts, "deepspeed", "version"))
+    fix = "run %s on %s so DeepSpeed matches (%s)" % (_role("python_env"), node, ctx.spec("deepspeed", "pip"))
+    error = _text(_get(facts, "deepspeed", "error"))
+    if found is None:
+        return _row(check, FAIL, node, comp, "not importable: %s" % error if error else MISSING, spec, fix)
+    if error:
+        return _row(check, FAIL, node, comp, "%s, broken: %s" % (found, error), spec,
+                    _broken_install(ctx, node, facts, "DeepSpeed", "deepspeed"))
+    ok = _satisfies(found, spec)
+    return _row(check, PASS if ok else FAIL, node, comp, found, spec, "" if ok else fix)
+
+
+def check_python(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
+    check, comp = "python.version", "python"
+    spec = str(ctx.spec("python", "version"))
+    found = _text(_get(facts, "python", "version"))
+    fix = "rebuild the venv on %s with Python %s (profile %s allows %s) with %s" % (
+        node, ctx.spec("python", "preferred"), ctx.name, spec, _role("python_env"))
+    if found is None:
+        return _row(check, FAIL, node, comp, MISSING, spec, fix)
+    # Profiles name Python series ('<=3.11' means any 3.11.x), so compare major.minor.
+    ok = _satisfies(_mm(found), spec)
+    return _row(check, PASS if ok else FAIL, node, comp, found, spec, "" if ok else fix)
+
+
+def check_apex(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
+    check, comp = "apex.cuda_ext", "apex"
+    if not ctx.cuda:
+        return _row(check, SKIP, node, comp, fix="profile %s runs on CPU: Megatron does not import apex there" % ctx.name)
+    if not ctx.spec("megatron_deepspeed", "needs_apex"):
+        return _row(check, SKIP, node, comp, fix="profile %s does not need apex" % ctx.name)
+    present = bool(_get(facts, "apex", "present"))
+    cuda_ext = bool(_get(facts, "apex", "cuda_ext"))
+    found = "not installed" if not present else ("with CUDA extensions" if cuda_ext else "without CUDA extensions")
+    ok = present and cuda_ext
+    fix = (
+        "build NVIDIA apex with --cpp_ext --cuda_ext against CUDA %s on %s with %s: Megatron-DeepSpeed "
+        "imports amp_C and fused_layer_norm_cuda at start-up" % (ctx.spec("torch", "cuda"), node, _role("python_env"))
+    )
+    return _row(check, PASS if ok else FAIL, node, comp, found, "with CUDA extensions (amp_C, fused_layer_norm_cuda)", "" if ok else fix)
+
+
+def check_gpus(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
+    check, comp = "gpu.present", "gpu"
+    if not ctx.cuda:
+        return _row(check, SKIP, node, comp, fix="profile %s runs on CPU" % ctx.name)
+    count = _int(_get(facts, "gpus", "count")) or 0
+    model = _text(_get(facts, "gpus", "model"))
+    if count > 0:
+        return _row(check, PASS, node, comp, "%d x %s" % (count, _show(model)), ">= 1 GPU")
+    return _row(
+        check, FAIL, node, comp, "no GPU", ">= 1 GPU",
+        "nvidia-smi sees no GPU on %s: check the driver (%s) and the hardware, or use the cpu profile" % (node, _role("nvidia_driver")),
+    )
+
+
+def check_megatron(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
+    check, comp = "megatron_deepspeed.present", "megatron_deepspeed"
+    path = _text(_get(facts, "megatron_deepspeed", "path"))
+    if _get(facts, "megatron_deepspeed", "present"):
+        commit = _text(_get(facts, "megatron_deepspeed", "commit"))
+        shown = commit if commit else "no git commit (not a git checkout: an archive?)"
+        return _row(check, PASS, node, comp, "%s at %s" % (shown, _show(path)), "a checkout (ref %s)" % ctx.spec("megatron_deepspeed", "ref"))
+    # A warning, not a failure: preflight also runs right after provisioning, before the
+    # checkout; the launch itself fails loudly without it.
+    return _row(
+        check, WARN, node, comp, "no checkout at %s" % _show(path), "a checkout (ref %s)" % ctx.spec("megatron_deepspeed", "ref"),
+        "check out Megatron-DeepSpeed %s on %s with %s" % (ctx.spec("megatron_deepspeed", "ref"), node, _role("python_env")),
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Damaged installs: what gpu_stack_facts found against pip's RECORD and git's index
+# ---------------------------------------------------------------------------------------
+
+
+def _files_found(files: Mapping[str, Any], against: str) -> str:
+    bad = [str(item) for item in (files.get("bad") or [])]
+    count = _int(files.get("bad_count")) or len(bad)
+    shown = "; ".join(bad)
+    if count > len(bad):
+        shown += "; ... (%d more)" % (count - len(bad))
+    return "%d of %d files differ from %s: %s" % (count, _int(files.get("checked")) or 0, against, shown)
+
+
+def _files_row(ctx: _Context, node: str, facts: Mapping[str, Any], check: str, section: str, against: str,
+               expected: str, fix: str, missing_is: str = FAIL) -> Row:
+    comp = section
+    files = _get(facts, section, "files")
+    if not isinstance(files, Mapping):
+        return _row(check, SKIP, node, comp, fix="gpu_stack_facts did not compare the files (an older collection)")
+    if (_int(files.get("bad_count")) or 0) > 0 or files.get("bad"):
+        return _row(check, missing_is, node, comp, _files_found(files, against), expected, fix)
+    error = _text(files.get("error"))
+    if error:
+        return _row(check, WARN, node, comp, error, expected, fix)
+    checked = _int(files.get("checked")) or 0
+    if checked == 0:
+        return _row(check, SKIP, node, comp, fix="nothing to compare on %s (not installed, or no %s)" % (node, against))
+    return _row(check, PASS, node, comp, "%d files as recorded" % checked, expected)
+
+
+def _reinstall_fix(ctx: _Context, node: str, facts: Mapping[str, Any], component: str, spec_key: str) -> str:
+    venv = _text(_get(facts, "venv")) or "<venv>"
+    index = ctx.spec(spec_key, "index_url") if spec_key == "torch" else None
+    return (
+        "reinstall %s on %s: %s/bin/pip install --force-reinstall --no-deps '%s'%s, then rerun "
+        "playbooks/preflight.yml (re-running playbooks/provision.yml alone keeps it: pip takes the "
+        "recorded version as installed)" % (
+            component, node, venv, ctx.spec(spec_key, "pip"), " --index-url %s" % index if index else "")
+    )
+
+
+PIP_RECORD = "pip's RECORD"
+PIP_EXPECTED = "every file pip installed, at its recorded size"
+
+
+def check_torch_files(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
+    return _files_row(ctx, node, facts, "torch.files", "torch", PIP_RECORD, PIP_EXPECTED,
+                      _reinstall_fix(ctx, node, facts, "torch", "torch"))
+
+
+def check_deepspeed_files(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
+    return _files_row(ctx, node, facts, "deepspeed.files", "deepspeed", PIP_RECORD, PIP_EXPECTED,
+                      _reinstall_fix(ctx, node, facts, "DeepSpeed", "deepspeed"))
+
+
+def check_apex_files(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
+    venv = _text(_get(facts, "venv")) or "<venv>"
+    fix = ("rebuild apex on %s: %s/bin/pip uninstall -y apex, then re-run playbooks/provision.yml (%s builds "
+           "it again)" % (node, venv, _role("python_env")))
+    # Only a profile whose Megatron-DeepSpeed imports apex fails on it; elsewhere it is a warning.
+    needed = ctx.cuda and bool(ctx.spec("megatron_deepspeed", "needs_apex"))
+    return _files_row(ctx, node, facts, "apex.files", "apex", PIP_RECORD, PIP_EXPECTED, fix, FAIL if needed else WARN)
+
+
+def check_megatron_files(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
+    path = _text(_get(facts, "megatron_deepspeed", "path")) or "<checkout>"
+    source = _text(_get(facts, "megatron_deepspeed", "files", "source")) or ""
+    if source.endswith("/" + MANIFEST_NAME):
+        # Unpacked from an archive (python_env_megatron_source: archive): no git to restore from.
+        fix = ("unpack the archive again on %s: remove %s/.megatron-ds-archive.sha256 and re-run "
+               "playbooks/provision.yml (python_env replaces the tree and writes a new manifest)" % (node, path))
+        return _files_row(ctx, node, facts, "megatron_deepspeed.files", "megatron_deepspeed", "the archive's manifest",
+                          "every file as unpacked", fix)
+    fix = ("restore the checkout on %s: git -C %s checkout -- . (or re-run playbooks/provision.yml with "
+           "python_env_megatron_force=true, which resets it to ref %s)" % (node, path, ctx.spec("megatron_deepspeed", "ref")))
+    return _files_row(ctx, node, facts, "megatron_deepspeed.files", "megatron_deepspeed", "git's index",
+                      "every tracked file as checked out", fix)
+
+
+MATRIX_CHECKS: Sequence[NodeCheck] = (
+    check_gpus,
+    check_driver,
+    check_fabric_manager,
+    check_cuda_toolkit,
+    check_nvcc_torch,
+    check_cudnn_system,
+    check_cudnn_torch,
+    check_nccl_system,
+    check_nccl_torch,
+    check_python,
+    check_torch_version,
+    check_torch_cuda,
+    check_deepspeed,
+    check_torch_files,
+    check_deepspeed_files,
+    check_apex,
+    check_apex_files,
+    check_megatron,
+    check_megatron_files,
+)

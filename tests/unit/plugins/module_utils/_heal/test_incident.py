@@ -1,0 +1,84 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, megatron_ds.cluster developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Unit tests for the supervisor's incident record (_incident).
+
+The filters over it are tested in tests/unit/plugins/filter/test_supervisor_filters.py: ansible-test runs
+module_utils tests with only ansible.module_utils importable, so a filter import here fails there.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._heal import incident as _incident
+
+FAULT = {"fault": "node_unreachable", "kind": "node", "nodes": ["node3"], "evidence": "no ssh"}
+DECISION = {"action": "exclude", "nodes": ["node1", "node2"], "removed": ["node3"], "added": [], "reason": "r"}
+
+
+@pytest.mark.parametrize("last, resumed, lost", [(15, 10, 5), (10, 10, 0), (None, 10, 0), (15, None, 0), (3, 10, 0)])
+def test_iterations_lost(last, resumed, lost):
+    assert _incident.iterations_lost(last, resumed) == lost
+
+
+def test_make_record():
+    rec = _incident.make_record("2026-12-01T06:00:00Z", FAULT, DECISION, 15, 10, "global_step10_universal")
+    assert rec["fault"] == "node_unreachable" and rec["action"] == "exclude"
+    assert (rec["nodes"], rec["removed"], rec["job_nodes"]) == (["node3"], ["node3"], ["node1", "node2"])
+    assert (rec["iterations_lost"], rec["converted"]) == (5, "global_step10_universal")
+
+
+@pytest.mark.parametrize("lines, count, bad, resumed_at", [
+    ([], 0, 0, None),
+    (['{"fault": "stall", "action": "retry"}'], 1, 0, None),
+    (['{"fault": "stall", "action": "retry"}', '{"event": "resumed", "at": "T", "iteration": 11, "seconds": 42}'],
+     1, 0, "T"),
+    (["not json", "[1]", "", '{"fault": "stall", "action": "retry"}'], 1, 2, None),
+    (['{"event": "resumed", "at": "T"}'], 0, 0, None),  # a resume with no incident before it
+])
+def test_parse(lines, count, bad, resumed_at):
+    records, got_bad = _incident.parse(lines)
+    assert (len(records), got_bad) == (count, bad)
+    if records:
+        assert records[-1].get("resumed_at") == resumed_at
+
+
+def test_append_read_and_summary(tmp_path):
+    path = str(tmp_path / "sub" / "incidents.jsonl")
+    assert _incident.read(path) == ([], 0)
+    _incident.append(path, _incident.make_record("t1", FAULT, DECISION, 15, 10))
+    _incident.append(path, {"event": "resumed", "at": "t2", "iteration": 11, "seconds": 30.5})
+    _incident.append(path, _incident.make_record("t3", {"fault": "nonfinite_loss", "kind": "nonfinite"},
+                                                 {"action": "stop", "nodes": ["node1"]}, 22, None))
+    records, bad = _incident.read(path)
+    got = _incident.summary(records, bad)
+    assert got["incidents"] == 2 and got["iterations_lost"] == 5 and got["stopped"] is True
+    assert got["by_fault"] == {"node_unreachable": 1, "nonfinite_loss": 1}
+    assert records[0]["seconds_to_resume"] == 30.5
+
+
+@pytest.mark.parametrize("records, expected", [
+    ([], ['megatron_supervisor_up{job="gpt"} 1', 'megatron_supervisor_iterations_lost_total{job="gpt"} 0',
+          'megatron_supervisor_stopped{job="gpt"} 0']),
+    ([{"fault": "stall", "action": "retry", "iterations_lost": 3}] * 2,
+     ['megatron_supervisor_incidents_total{job="gpt",fault="stall",action="retry"} 2',
+      'megatron_supervisor_iterations_lost_total{job="gpt"} 6']),
+    ([{"fault": 'we"ird', "action": "stop"}],
+     ['megatron_supervisor_incidents_total{job="gpt",fault="we\\"ird",action="stop"} 1',
+      'megatron_supervisor_stopped{job="gpt"} 1']),
+])
+def test_prometheus_text(records, expected):
+    text = _incident.prometheus_text(records, "gpt")
+    for line in expected:
+        assert line in text.splitlines()
+    assert text.endswith("\n")
+
+
+def test_write_textfile_is_atomic_and_readable(tmp_path):
+    _incident.write_textfile(str(tmp_path), "megatron_supervisor.prom", "a 1\n")
+    _incident.write_textfile(str(tmp_path), "megatron_supervisor.prom", "a 2\n")
+    assert os.listdir(str(tmp_path)) == ["megatron_supervisor.prom"]
+    assert (tmp_path / "megatron_supervisor.prom").read_text() == "a 2\n"
+    assert oct(os.stat(str(tmp_path / "megatron_supervisor.prom")).st_mode & 0o777) == "0o644"
