@@ -50,7 +50,7 @@ def layer_parameters(hidden: int, ffn: int) -> int:
 
 
 def default_ffn_hidden_size(spec: Mapping[str, Any], hidden: Optional[int]) -> Optional[int]:
-    """Megatron-DeepSpeed's --ffn-hidden-size default (megatron/arguments.py): 4h, or with
+    """Megatron-DeepSpeed's --ffn-hidden-size default (megatron/arguments.py 287-296 at 4efb479d): 4h, or with
     --swiglu (the llama preset) int(8h/3 / 64) x 64, which keeps the MLP's parameters near
     GPT's and a multiple of 64."""
     if not hidden:

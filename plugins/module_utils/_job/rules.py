@@ -20,7 +20,7 @@ from .._stack import profiles as _stack_profiles
 from .args import DROPPED_IS_ERROR, SPEC_FLAG_KEYS, PRECISION_FLAGS, arguments, flatten
 from .findings import finding
 from .memory import check_memory
-from .model import default_ffn_hidden_size
+from .model import default_ffn_hidden_size, is_llama
 from .rules_features import (
     check_activation_checkpointing,
     check_bias_gelu_fusion,
@@ -458,7 +458,7 @@ def _check_model(spec: Mapping[str, Any], tp: int, pp: int, era: str, add: Calla
     seq = int_or_none(spec.get("seq_length"))
     positions = int_or_none(spec.get("max_position_embeddings"))
     # Megatron-DeepSpeed's own default when the job sets none: 4h, or for the llama preset
-    # (--swiglu) int(8h/3 / 64) x 64 (model.default_ffn_hidden_size).
+    # (--swiglu) int(8h/3 / 64) x 64 (megatron/arguments.py 287-296 at 4efb479d).
     ffn = int_or_none(spec.get("ffn_hidden_size")) or default_ffn_hidden_size(spec, hidden)
     if heads:
         ok = heads % tp == 0
@@ -477,9 +477,13 @@ def _check_model(spec: Mapping[str, Any], tp: int, pp: int, era: str, add: Calla
             "--kv-channels); change --hidden-size or --num-attention-heads",
         ))
     if ffn and ffn % tp:
+        # ParallelMLP (megatron/model/transformer.py 112-127 at 4efb479d) builds fc1 2f wide under
+        # --swiglu (gated), then fc2 f wide; divide() asserts on the first that TP does not divide.
+        fc1 = 2 * ffn if is_llama(spec) else ffn
+        layer, width = ("ColumnParallelLinear", fc1) if fc1 % tp else ("RowParallelLinear", ffn)
         add(finding(
             "ffn hidden % TP == 0", "fail", "model", "ffn %d, TP %d" % (ffn, tp), "ffn divisible by TP",
-            "ColumnParallelLinear asserts '%d is not divisible by %d'; change --ffn-hidden-size" % (ffn, tp),
+            "%s asserts '%d is not divisible by %d'; change --ffn-hidden-size" % (layer, width, tp),
         ))
     if layers:
         ok = layers % pp == 0

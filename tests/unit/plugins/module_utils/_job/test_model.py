@@ -38,14 +38,15 @@ def test_llama_parameters_match_megatrons_count():
     assert _job_model.gpt_parameters(spec) == 1238468608  # Megatron printed it on the H200 host
 
 
-@pytest.mark.parametrize("preset, hidden, heads, tp, ffn, status", [
-    # The llama preset's FFN is int(8h/3 / 64) x 64 = 4096 at h 1536; TP 3 does not divide it.
+@pytest.mark.parametrize("preset, hidden, heads, tp, ffn, status, fix", [
+    # The llama preset's FFN is int(8h/3 / 64) x 64 = 4096 at h 1536; TP 3 does not divide it, and
+    # the gated fc1 (2f = 8192) is the first layer whose divide() asserts.
     # (Judged as 4h = 6144 before, validation passed and Megatron stopped at start-up.)
-    ("llama", 1536, 12, 3, 4096, "fail"),
-    ("gpt", 1536, 12, 3, 6144, None),          # 4h = 6144 divides by 3
-    ("llama", 1536, 12, 2, 4096, None),        # TP 2 divides 4096
+    ("llama", 1536, 12, 3, 4096, "fail", "ColumnParallelLinear asserts '8192 is not divisible by 3'"),
+    ("gpt", 1536, 12, 3, 6144, None, None),          # 4h = 6144 divides by 3
+    ("llama", 1536, 12, 2, 4096, None, None),        # TP 2 divides 4096
 ])
-def test_ffn_divisible_by_tp_uses_megatrons_default(preset, hidden, heads, tp, ffn, status):
+def test_ffn_divisible_by_tp_uses_megatrons_default(preset, hidden, heads, tp, ffn, status, fix):
     spec = _job_spec.normalize({"hidden_size": hidden, "num_attention_heads": heads, "num_layers": 12,
                                 "seq_length": 1024, "max_position_embeddings": 1024, "model_preset": preset,
                                 "tensor_parallel": tp, "pipeline_parallel": 1, "stack_profile": "cu130",
@@ -58,3 +59,4 @@ def test_ffn_divisible_by_tp_uses_megatrons_default(preset, hidden, heads, tp, f
     else:
         assert [f["status"] for f in found] == [status]
         assert "ffn %d, TP %d" % (ffn, tp) in found[0]["found"]
+        assert fix in found[0]["fix"]
