@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
-from ansible.errors import AnsibleActionFail, AnsibleError
+from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
@@ -27,6 +27,7 @@ from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import sp
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._mds import args as _mds_args
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _report
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._stack import profiles as _stack_profiles
+from ansible_collections.megatron_ds.cluster.plugins.plugin_utils import _job_inputs
 
 NODE_GROUP = "megatron_nodes"
 # Ansible prints msg as a block indented by 8 columns (see the preflight action).
@@ -232,18 +233,11 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail("Job spec invalid: %s" % exc)
 
     def _spec_vars(self, task_vars: Dict[str, Any]) -> Dict[str, Any]:
-        """Every megatron_job_* variable visible to the task, templated."""
-        spec_vars: Dict[str, Any] = {}
-        for name, value in task_vars.items():
-            if not name.startswith(_job_schema.PREFIX):
-                continue
-            try:
-                spec_vars[name] = self._templar.template(value)
-            except AnsibleError as exc:
-                raise AnsibleActionFail(
-                    "Job spec variable %s cannot be templated: %s; fix its value in the inventory" % (name, exc)
-                )
-        return spec_vars
+        """Every megatron_job_* variable visible to the task, templated (the job lookup's reader)."""
+        try:
+            return _job_inputs.spec_vars(task_vars, self._templar.template, inherit=False)
+        except _job_inputs.JobInputError as exc:
+            raise AnsibleActionFail(str(exc))
 
     @staticmethod
     def _profile_deepspeed(name: Optional[str]) -> Optional[str]:
