@@ -4,8 +4,8 @@
 """The collection's module_utils as one library for the nodes.
 
 Programs that run on a node outside Ansible (the supervisor, the Slurm health check, the
-checkpoint timer, the log exporter) import the same code the plugins run on the controller.
-``build_archive`` packs ``plugins/module_utils`` into a tar.gz laid out as the import path
+checkpoint timer, the log exporter, the GPU metrics collector) import the same code the plugins
+run on the controller. ``build_archive`` packs ``plugins/module_utils`` into a tar.gz laid out as the import path
 ``ansible_collections/megatron_ds/cluster/plugins/module_utils/`` (every level a regular
 package, so a node's own ``ansible_collections`` elsewhere on ``sys.path`` cannot shadow it),
 with a ``LIBRARY`` file that names the digest. The archive's bytes depend only on the sources:

@@ -19,8 +19,9 @@ link such as ``/usr/local/cuda -> /etc/alternatives/cuda`` stays inside the tree
 report node paths, never the mapped ones.
 
 This file holds the system collectors and ``collect``; :class:`Host` and the command runner are in
-_gpu_host, the parsers of command outputs and files in _gpu_parsers, the venv's python stack
-(files and import probe) in _gpu_python.
+host.py, the parsers of command outputs and files in parsers.py (nvidia-smi's XML and CSV through
+smi.py, the collection's one nvidia-smi reader), the venv's python stack (files and import probe)
+in python_stack.py.
 """
 from __future__ import annotations
 

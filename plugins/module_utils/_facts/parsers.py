@@ -2,7 +2,8 @@
 # Copyright: (c) 2026, megatron_ds.cluster developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Pure parsers behind gpu_stack_facts: what nvidia-smi, the CUDA tools, headers, version
-files, chronyc, sysfs and git leave as text, turned into values.
+files, chronyc, sysfs and git leave as text, turned into values. nvidia-smi's XML and CSV are
+read by smi.py, the collection's one reader of them; here is only the facts' view of its result.
 
 Runs on the managed node: standard library only, Python 3.8+. No I/O here: the collectors in
 _gpu_facts and _gpu_python read the node and hand the text over, so each parser is
@@ -12,8 +13,9 @@ from __future__ import annotations
 
 import json
 import re
-import xml.etree.ElementTree as ET
 from typing import Any, Dict, List, Optional, Tuple
+
+from . import smi
 
 _VERSION = r"\d+(?:\.\d+)+"
 
@@ -46,19 +48,23 @@ def parse_proc_driver_version(text: Optional[str]) -> Dict[str, Optional[str]]:
     return {"version": None, "kernel_module": None}
 
 
-def _mib(value: Optional[str]) -> Optional[int]:
-    match = re.match(r"^\s*(\d+)(?:\s*MiB)?\s*$", value or "")
-    return int(match.group(1)) if match else None
-
-
-def _na(value: Optional[str]) -> Optional[str]:
-    value = (value or "").strip()
-    return None if value in ("", "N/A", "[N/A]", "[Not Supported]", "Not Supported") else value
-
-
-def _enabled(value: Optional[str]) -> Optional[bool]:
-    value = (value or "").strip().lower()
-    return True if value == "enabled" else False if value == "disabled" else None
+def gpu_facts(smi_data: Dict[str, Any]) -> Dict[str, Any]:
+    """The facts' view of the nvidia-smi reader's result (smi.parse_xml, smi.parse_csv): driver and
+    CUDA version, and per GPU its index, name, uuid, memory_mib (memory.total in whole MiB),
+    pci_bus_id and persistence_mode."""
+    gpus = []
+    for gpu in smi_data["gpus"]:
+        total = gpu.get("memory_total_bytes")
+        gpus.append({
+            "index": gpu["index"],
+            "name": gpu.get("name"),
+            "uuid": gpu.get("uuid"),
+            "memory_mib": None if total is None else int(total // smi.MIB),
+            "pci_bus_id": gpu.get("pci_bus_id"),
+            "persistence_mode": gpu.get("persistence_mode"),
+        })
+    return {"driver_version": smi_data.get("driver_version"), "cuda_version": smi_data.get("cuda_version"),
+            "gpus": gpus}
 
 
 def parse_nvidia_smi_xml(text: str) -> Dict[str, Any]:
@@ -66,60 +72,21 @@ def parse_nvidia_smi_xml(text: str) -> Dict[str, Any]:
 
     Raises ValueError when the text is not the nvidia_smi_log XML.
     """
-    try:
-        root = ET.fromstring(text.strip())
-    except ET.ParseError as exc:
-        raise ValueError("not nvidia-smi XML: %s" % exc)
-    if root.tag != "nvidia_smi_log":
-        raise ValueError("not nvidia-smi XML: root element is <%s>" % root.tag)
-    gpus = []
-    for index, gpu in enumerate(root.findall("gpu")):
-        gpus.append({
-            "index": index,
-            "name": _na(gpu.findtext("product_name")),
-            "uuid": _na(gpu.findtext("uuid")),
-            "memory_mib": _mib(gpu.findtext("fb_memory_usage/total")),
-            "pci_bus_id": _na(gpu.findtext("pci/pci_bus_id")) or _na(gpu.get("id")),
-            "persistence_mode": _enabled(gpu.findtext("persistence_mode")),
-        })
-    return {
-        "driver_version": _na(root.findtext("driver_version")),
-        "cuda_version": _na(root.findtext("cuda_version")),
-        "gpus": gpus,
-    }
+    return gpu_facts(smi.parse_xml(text))
 
 
 # The CSV fallback asks for the same columns as the recorded fixture.
-SMI_QUERY_FIELDS = "index,name,uuid,driver_version,memory.total,pci.bus_id,persistence_mode,compute_mode"
+SMI_QUERY_FIELDS = ",".join(smi.query_fields(("index", "name", "uuid", "driver_version", "memory_total_bytes",
+                                              "pci_bus_id", "persistence_mode", "compute_mode")))
 
 
 def parse_nvidia_smi_csv(text: str) -> Dict[str, Any]:
     """``nvidia-smi --query-gpu=... --format=csv`` (header line kept) -> same shape as the XML parser.
 
     Columns are found by header name, so their order and any unit suffix (``[MiB]``) do not matter.
+    Raises ValueError without a header line, or for a row that does not have the header's columns.
     """
-    lines = [line for line in (text or "").splitlines() if line.strip()]
-    if not lines:
-        return {"driver_version": None, "cuda_version": None, "gpus": []}
-    header = [re.sub(r"\s*\[.*\]$", "", h.strip()) for h in lines[0].split(",")]
-    if "name" not in header and "uuid" not in header:
-        raise ValueError("nvidia-smi CSV without a header line: %r" % lines[0])
-    gpus = []
-    driver = None
-    for position, line in enumerate(lines[1:]):
-        cells = [c.strip() for c in line.split(",")]
-        row = dict(zip(header, cells))
-        index = row.get("index", "")
-        driver = driver or _na(row.get("driver_version"))
-        gpus.append({
-            "index": int(index) if index.isdigit() else position,
-            "name": _na(row.get("name")),
-            "uuid": _na(row.get("uuid")),
-            "memory_mib": _mib(row.get("memory.total")),
-            "pci_bus_id": _na(row.get("pci.bus_id")),
-            "persistence_mode": _enabled(row.get("persistence_mode")),
-        })
-    return {"driver_version": driver, "cuda_version": None, "gpus": gpus}
+    return gpu_facts(smi.parse_csv(text))
 
 
 def summarize_gpus(gpus: List[Dict[str, Any]]) -> Dict[str, Any]:

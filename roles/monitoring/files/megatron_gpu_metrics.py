@@ -9,11 +9,13 @@ Run by a systemd timer (monitoring role):
 
 It asks ``nvidia-smi --query-gpu=<QUERY_FIELDS> --format=csv,noheader,nounits``. Drivers that
 reject a field name (older ones do not know every field below) make it fall back to
-``nvidia-smi -q -x``, which every driver supports. Xid events come from the kernel log. Where
-there is no nvidia-smi, or it fails, the file still says so: ``megatron_gpu_collector_up 0``
-with a ``reason`` label, so "no GPU metrics" is an answer and not a silence.
+``nvidia-smi -q -x``, which every driver supports. Both answers are read by the collection's
+nvidia-smi reader (``_facts/smi.py`` in os_base's library); this file renders them for
+Prometheus. Xid events come from the kernel log. Where there is no nvidia-smi, or it fails, or
+the library is missing, the file still says so: ``megatron_gpu_collector_up 0`` with a
+``reason`` label, so "no GPU metrics" is an answer and not a silence.
 
-Standard library only; Python 3.6+ (it runs on every node, with the system interpreter).
+Standard library only; Python 3.8+ (it runs on every node, with the system interpreter).
 """
 import argparse
 import math
@@ -23,33 +25,22 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import xml.etree.ElementTree as ET
 
-# nvidia-smi field -> (metric key, multiplier). Keys without a multiplier are labels.
-QUERY_FIELDS = (
-    ("index", "index", None),
-    ("uuid", "uuid", None),
-    ("name", "name", None),
-    ("pci.bus_id", "pci_bus_id", None),
-    ("utilization.gpu", "utilization_percent", 1.0),
-    ("utilization.memory", "memory_utilization_percent", 1.0),
-    ("memory.used", "memory_used_bytes", 1024.0 * 1024.0),
-    ("memory.total", "memory_total_bytes", 1024.0 * 1024.0),
-    ("power.draw", "power_watts", 1.0),
-    ("power.limit", "power_limit_watts", 1.0),
-    ("temperature.gpu", "temperature_celsius", 1.0),
-    ("temperature.memory", "memory_temperature_celsius", 1.0),
-    ("ecc.errors.corrected.volatile.total", "ecc_corrected_volatile", 1.0),
-    ("ecc.errors.uncorrected.volatile.total", "ecc_uncorrected_volatile", 1.0),
-    ("ecc.errors.corrected.aggregate.total", "ecc_corrected_aggregate", 1.0),
-    ("ecc.errors.uncorrected.aggregate.total", "ecc_uncorrected_aggregate", 1.0),
-    ("retired_pages.sbe", "retired_pages_single_bit", 1.0),
-    ("retired_pages.dbe", "retired_pages_double_bit", 1.0),
-    ("retired_pages.pending", "retired_pages_pending", 1.0),
-)
+# The collection's nvidia-smi reader (plugins/module_utils/_facts/smi.py: its field table and
+# the CSV and XML parsers, the same reader as gpu_stack_facts), from os_base's library
+# (tasks_from: library) on the node; the service names the role's os_base_library_dir in
+# MEGATRON_DS_LIBRARY. Without the library the collector still writes its file, saying so.
+sys.path.insert(0, os.environ.get("MEGATRON_DS_LIBRARY", "/usr/local/lib/megatron-ds"))
+try:
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils._facts import smi as _smi  # noqa: E402  pylint: disable=wrong-import-position
+    LIBRARY_ERROR = ""
+except ImportError as exc:
+    _smi = None
+    LIBRARY_ERROR = str(exc)
+
 LABEL_KEYS = ("index", "uuid", "name", "pci_bus_id")
 
-# metric key -> (Prometheus name, type, help)
+# The reader's key -> (Prometheus name, type, help).
 METRICS = (
     ("utilization_percent", "megatron_gpu_utilization_percent", "gauge",
      "GPU utilization (percent of time a kernel ran)."),
@@ -86,35 +77,27 @@ METRICS = (
      "1 when row remapping failed (the GPU needs service)."),
 )
 
-NOT_AVAILABLE = ("", "n/a", "[n/a]", "[not supported]", "not supported", "[unknown error]",
-                 "unknown error", "[insufficient permissions]", "none")
-_UNIT_RE = re.compile(r"^\s*(-?[0-9]+(?:\.[0-9]+)?)\s*(?:%|MiB|W|C|us|bank\(s\))?\s*$")
+# The --query-gpu fields asked for, in query order: every label, then every metric that
+# --query-gpu has (remapped rows are only in the XML).
+QUERY_FIELDS = tuple(_smi.query_fields(
+    LABEL_KEYS + tuple(key for key, _name, _kind, _help in METRICS if _smi.FIELD[key].csv))) if _smi else ()
+
 _XID_RE = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+)")
 
 
 def parse_value(text):
-    """One nvidia-smi value as a float, or None when the GPU does not report it.
-
-    Accepts both ``nounits`` values ("143771") and values with units ("143771 MiB", "0 %"),
-    and Yes/No/Enabled/Disabled flags as 1/0.
-    """
-    if text is None:
-        return None
-    value = text.strip()
-    if value.lower() in NOT_AVAILABLE:
-        return None
-    if value.lower() in ("yes", "enabled", "active"):
-        return 1.0
-    if value.lower() in ("no", "disabled", "not active"):
-        return 0.0
-    match = _UNIT_RE.match(value)
-    if not match:
-        return None
-    return float(match.group(1))
+    """One nvidia-smi value as a float, or None when the GPU does not report it (the reader's
+    smi.parse_number: with or without units, Yes/No and Enabled/Disabled as 1/0)."""
+    return _smi.parse_number(text)
 
 
-def _csv_rows(text):
-    return [[cell.strip() for cell in line.split(",")] for line in text.splitlines() if line.strip()]
+def _gpu(record):
+    """The reader's record of one GPU as the collector keeps it: the labels as strings."""
+    gpu = dict(record)
+    for key in LABEL_KEYS:
+        if key in gpu:
+            gpu[key] = "" if gpu[key] is None else str(gpu[key])
+    return gpu
 
 
 def parse_query_csv(text, fields=None):
@@ -124,110 +107,12 @@ def parse_query_csv(text, fields=None):
     ``fields`` (nvidia-smi field names in query order, default QUERY_FIELDS) names them.
     Returns one dict per GPU: label keys as strings, metric keys as floats (None: not reported).
     """
-    rows = _csv_rows(text)
-    if not rows:
-        return []
-    if fields is None:
-        fields = [field for field, _key, _mult in QUERY_FIELDS]
-    if "index" in [cell.split(" ")[0] for cell in rows[0]] and not rows[0][0].isdigit():
-        fields = [cell.split(" [")[0].strip() for cell in rows[0]]
-        rows = rows[1:]
-    by_field = dict((field, (key, mult)) for field, key, mult in QUERY_FIELDS)
-    gpus = []
-    for row in rows:
-        if len(row) != len(fields):
-            raise ValueError(
-                "nvidia-smi returned %d columns, expected %d (%s): %r"
-                % (len(row), len(fields), ",".join(fields), ",".join(row)))
-        gpu = {}
-        for field, cell in zip(fields, row):
-            if field not in by_field:
-                continue
-            key, mult = by_field[field]
-            if mult is None:
-                gpu[key] = cell
-            else:
-                value = parse_value(cell)
-                gpu[key] = None if value is None else value * mult
-        gpus.append(gpu)
-    return gpus
-
-
-def _xml_value(gpu, path, mult=1.0):
-    node = gpu.find(path)
-    if node is None:
-        return None
-    value = parse_value(node.text)
-    return None if value is None else value * mult
+    return [_gpu(record) for record in _smi.parse_csv(text, QUERY_FIELDS if fields is None else fields)["gpus"]]
 
 
 def parse_query_xml(text):
     """GPUs from ``nvidia-smi -q -x``, with the same keys as parse_query_csv (plus remapped rows)."""
-    root = ET.fromstring(text)
-    gpus = []
-    mib = 1024.0 * 1024.0
-    for index, gpu in enumerate(root.findall("gpu")):
-        power = _xml_value(gpu, "gpu_power_readings/instant_power_draw")
-        if power is None:
-            power = _xml_value(gpu, "gpu_power_readings/power_draw")
-        if power is None:  # drivers before the gpu_power_readings split
-            power = _xml_value(gpu, "power_readings/power_draw")
-        limit = _xml_value(gpu, "gpu_power_readings/current_power_limit")
-        if limit is None:
-            limit = _xml_value(gpu, "power_readings/power_limit")
-        gpus.append({
-            # The XML has no index; its order is nvidia-smi's index order.
-            "index": str(index),
-            "uuid": (gpu.findtext("uuid") or "").strip(),
-            "name": (gpu.findtext("product_name") or "").strip(),
-            "pci_bus_id": gpu.get("id", ""),
-            "utilization_percent": _xml_value(gpu, "utilization/gpu_util"),
-            "memory_utilization_percent": _xml_value(gpu, "utilization/memory_util"),
-            "memory_used_bytes": _xml_value(gpu, "fb_memory_usage/used", mib),
-            "memory_total_bytes": _xml_value(gpu, "fb_memory_usage/total", mib),
-            "power_watts": power,
-            "power_limit_watts": limit,
-            "temperature_celsius": _xml_value(gpu, "temperature/gpu_temp"),
-            "memory_temperature_celsius": _xml_value(gpu, "temperature/memory_temp"),
-            "ecc_corrected_volatile": _ecc_sum(gpu, "volatile", "correctable"),
-            "ecc_uncorrected_volatile": _ecc_sum(gpu, "volatile", "uncorrectable"),
-            "ecc_corrected_aggregate": _ecc_sum(gpu, "aggregate", "correctable"),
-            "ecc_uncorrected_aggregate": _ecc_sum(gpu, "aggregate", "uncorrectable"),
-            "retired_pages_single_bit": _xml_value(
-                gpu, "retired_pages/multiple_single_bit_retirement/retired_count"),
-            "retired_pages_double_bit": _xml_value(
-                gpu, "retired_pages/double_bit_retirement/retired_count"),
-            "retired_pages_pending": _xml_value(gpu, "retired_pages/pending_retirement"),
-            "remapped_rows_correctable": _xml_value(gpu, "remapped_rows/remapped_row_corr"),
-            "remapped_rows_uncorrectable": _xml_value(gpu, "remapped_rows/remapped_row_unc"),
-            "remapped_rows_pending": _xml_value(gpu, "remapped_rows/remapped_row_pending"),
-            "remapped_rows_failure": _xml_value(gpu, "remapped_rows/remapped_row_failure"),
-        })
-    return gpus
-
-
-def _ecc_sum(gpu, scope, kind):
-    """Sum the ECC counters of one scope: Hopper splits them (sram_correctable, dram_...),
-    older GPUs report total/single_bit/double_bit blocks."""
-    block = gpu.find("ecc_errors/" + scope)
-    if block is None:
-        return None
-    total = None
-    if kind == "correctable":
-        old = block.find("single_bit/total")
-    else:
-        old = block.find("double_bit/total")
-    if old is not None:
-        return parse_value(old.text)
-    for child in block:
-        tag = child.tag
-        wanted = tag.endswith("_correctable") if kind == "correctable" else "_uncorrectable" in tag
-        if not wanted:
-            continue
-        value = parse_value(child.text)
-        if value is not None:
-            total = (total or 0.0) + value
-    return total
+    return [_gpu(record) for record in _smi.parse_xml(text)["gpus"]]
 
 
 def parse_xid_events(text):
@@ -314,12 +199,13 @@ def collect(nvidia_smi, timeout, journalctl=None, run=_run):
     """
     if not nvidia_smi:
         return [], False, "nvidia_smi_missing", "", None
-    fields = [field for field, _key, _mult in QUERY_FIELDS]
+    if _smi is None:
+        return [], False, "library_missing", "", None
     try:
-        code, out, err = run([nvidia_smi, "--query-gpu=" + ",".join(fields),
+        code, out, err = run([nvidia_smi, "--query-gpu=" + ",".join(QUERY_FIELDS),
                               "--format=csv,noheader,nounits"], timeout)
         if code == 0:
-            gpus, source = parse_query_csv(out, fields), "query_gpu"
+            gpus, source = parse_query_csv(out, QUERY_FIELDS), "query_gpu"
         elif "not a valid field" in (out + err):
             code, out, err = run([nvidia_smi, "-q", "-x"], timeout)
             if code != 0:
@@ -329,7 +215,7 @@ def collect(nvidia_smi, timeout, journalctl=None, run=_run):
             return [], False, "nvidia_smi_failed", "query_gpu", None
     except subprocess.TimeoutExpired:
         return [], False, "nvidia_smi_timeout", "", None
-    except (OSError, ValueError, ET.ParseError):
+    except (OSError, ValueError):
         return [], False, "nvidia_smi_unparsable", "", None
     xid = None
     if journalctl:
@@ -367,6 +253,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     journalctl = shutil.which(args.journalctl) if args.journalctl else None
     gpus, up, reason, source, xid = collect(locate(args.nvidia_smi), args.timeout, journalctl)
+    if reason == "library_missing":
+        sys.stderr.write("megatron_gpu_metrics: the collection's library is not importable (%s); "
+                         "run the monitoring role, which installs it (os_base tasks_from: library)\n"
+                         % LIBRARY_ERROR)
     write_atomically(args.output, render(gpus, up, reason, source, xid))
     return 0
 

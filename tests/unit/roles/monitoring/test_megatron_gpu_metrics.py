@@ -8,25 +8,35 @@ validation host (2 x H200, tests/fixtures/gpu-host-h200x2/, see its README.md).
 ``nvidia-smi-q.xml`` is ``nvidia-smi -q -x``. The noheader,nounits rows the collector asks for
 are built from the XML's values of the same GPUs, field by field, so the two parsers are checked
 against each other.
+
+The collector reads both with the collection's nvidia-smi reader (plugins/module_utils/_facts/smi.py,
+tested field by field in tests/unit/plugins/module_utils/_facts/test_smi.py), which the role
+installs with os_base's library. Loaded in this process, its import resolves to the checkout; one
+test runs it as the timer does, with only the unpacked library (MEGATRON_DS_LIBRARY) on the path.
 """
 from __future__ import annotations
 
 import importlib.util
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
+
+from ansible_collections.megatron_ds.cluster.tests.support.library import install as install_library
 
 ROOT = Path(__file__).resolve().parents[4]
 FILES = ROOT / "roles" / "monitoring" / "files"
+COLLECTOR = FILES / "megatron_gpu_metrics.py"
 H200 = ROOT / "tests" / "fixtures" / "gpu-host-h200x2"
-_SPEC = importlib.util.spec_from_file_location("megatron_gpu_metrics", FILES / "megatron_gpu_metrics.py")
+_SPEC = importlib.util.spec_from_file_location("megatron_gpu_metrics", COLLECTOR)
 gm = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(gm)
 
 MIB = 1024 * 1024
-FIELDS = [field for field, _key, _mult in gm.QUERY_FIELDS]
+FIELDS = list(gm.QUERY_FIELDS)
 # The XML's values for GPU 0 and GPU 1, in QUERY_FIELDS order, as csv,noheader,nounits prints them.
 H200_NOUNITS = (
     "0, GPU-00000000-0000-0000-0000-000000000001, NVIDIA H200, 00000000:00:06.0, 0, 0, 0, 143771,"
@@ -211,3 +221,68 @@ def test_script_runs_standalone_with_the_system_python(tmp_path):
     subprocess.run(["python3", str(FILES / "megatron_gpu_metrics.py"), "--output", str(out),
                     "--nvidia-smi", str(tmp_path / "absent")], check=True)
     assert "megatron_gpu_collector_up" in out.read_text()
+
+
+# --------------------------------------------------------------------------- the library on the node
+def test_the_query_asks_what_it_always_asked():
+    # The fields come from the reader's table now; nvidia-smi must still be asked the same question.
+    assert gm.QUERY_FIELDS == (
+        "index", "uuid", "name", "pci.bus_id", "utilization.gpu", "utilization.memory", "memory.used",
+        "memory.total", "power.draw", "power.limit", "temperature.gpu", "temperature.memory",
+        "ecc.errors.corrected.volatile.total", "ecc.errors.uncorrected.volatile.total",
+        "ecc.errors.corrected.aggregate.total", "ecc.errors.uncorrected.aggregate.total",
+        "retired_pages.sbe", "retired_pages.dbe", "retired_pages.pending",
+    )
+
+
+def test_in_process_the_reader_is_the_checkouts():
+    assert Path(gm._smi.__file__).resolve() == (ROOT / "plugins" / "module_utils" / "_facts" / "smi.py").resolve()
+
+
+def test_the_timer_runs_the_collector_on_the_library(tmp_path):
+    # As the service runs it: only the library os_base installs (MEGATRON_DS_LIBRARY) on the path.
+    library = install_library(tmp_path)
+    out = tmp_path / "gpu.prom"
+    probe = ("import importlib.util, sys; spec = importlib.util.spec_from_file_location('x', %r); "
+             "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); print(m._smi.__file__); "
+             "print(len(m.parse_query_xml(open(%r).read()))); "
+             "sys.exit(m.main(['--output', %r, '--nvidia-smi', %r, '--journalctl', '']))"
+             % (str(COLLECTOR), str(H200 / "nvidia-smi-q.xml"), str(out), str(tmp_path / "absent")))
+    done = subprocess.run([sys.executable, "-I", "-c", probe], env=dict(os.environ, MEGATRON_DS_LIBRARY=str(library)),
+                          capture_output=True, text=True, timeout=60, check=True)
+    reader, count = done.stdout.split()
+    assert reader.startswith(str(library) + os.sep) and reader.endswith(os.path.join("_facts", "smi.py")), reader
+    assert count == "2"
+    assert 'megatron_gpu_collector_up{reason="nvidia_smi_missing",source=""} 0' in out.read_text().splitlines()
+
+
+def test_without_the_library_the_file_says_so(tmp_path):
+    # An nvidia-smi is there (a placeholder, never run) but the reader is not: up 0, and why.
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("")
+    smi.chmod(0o755)
+    (tmp_path / "empty").mkdir()
+    out = tmp_path / "gpu.prom"
+    done = subprocess.run([sys.executable, "-I", str(COLLECTOR), "--output", str(out), "--nvidia-smi", str(smi),
+                           "--journalctl", ""], env=dict(os.environ, MEGATRON_DS_LIBRARY=str(tmp_path / "empty")),
+                          capture_output=True, text=True, timeout=60, check=True)
+    lines = out.read_text().splitlines()
+    assert 'megatron_gpu_collector_up{reason="library_missing",source=""} 0' in lines
+    assert "megatron_gpu_count 0" in lines
+    assert "library is not importable" in done.stderr
+
+
+def _tasks(name):
+    return yaml.safe_load((ROOT / "roles" / "monitoring" / "tasks" / name).read_text())
+
+
+def test_the_role_installs_the_library_before_the_collector():
+    tasks = _tasks("gpu_nvidia_smi.yml")
+    library = next(i for i, t in enumerate(tasks) if (t.get("ansible.builtin.include_role") or {}).get("tasks_from") == "library")
+    collector = next(i for i, t in enumerate(tasks)
+                     if (t.get("ansible.builtin.copy") or {}).get("src") == "megatron_gpu_metrics.py")
+    assert library < collector
+    assert tasks[library]["ansible.builtin.include_role"] == {
+        "name": "megatron_ds.cluster.os_base", "tasks_from": "library", "public": True}
+    unit = (ROOT / "roles" / "monitoring" / "templates" / "megatron-gpu-metrics.service.j2").read_text()
+    assert "Environment=MEGATRON_DS_LIBRARY={{ os_base_library_dir }}" in unit.splitlines()
