@@ -37,7 +37,7 @@ from ansible_collections.megatron_ds.cluster.plugins.module_utils._mds import ar
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._stack import profiles as _stack_profiles
 from ansible_collections.megatron_ds.cluster.tests.unit.job_defaults import DS_MISSING, spec
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+REPO = pathlib.Path(__file__).resolve().parents[3]
 
 
 def hosts_for(job: Dict[str, Any]) -> List[str]:
