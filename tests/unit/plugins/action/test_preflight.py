@@ -11,24 +11,17 @@ from __future__ import annotations
 import json
 import os
 from typing import Any, Dict, Optional
-from unittest.mock import MagicMock
 
 import pytest
 from ansible.errors import AnsibleActionFail
 
 from ansible_collections.megatron_ds.cluster.plugins.action.preflight import ActionModule, facts_from_hostvars
+from ansible_collections.megatron_ds.cluster.tests.support.action_harness import make_action as build_action
 from ansible_collections.megatron_ds.cluster.tests.unit.plugins.module_utils._preflight.preflight_facts import NODES, make_cluster, make_node
 
 
 def make_action(args: Dict[str, Any], check_mode: bool = False) -> ActionModule:
-    task = MagicMock()
-    task.args = args
-    task.async_val = 0
-    task.check_mode = check_mode
-    task.action = "megatron_ds.cluster.preflight"
-    connection = MagicMock()
-    connection._shell.tmpdir = "/tmp/unused"
-    return ActionModule(task, connection, MagicMock(), loader=None, templar=None, shared_loader_obj=None)
+    return build_action(ActionModule, args, check_mode=check_mode, basedir=None)
 
 
 REPORTS: Dict[str, str] = {}
