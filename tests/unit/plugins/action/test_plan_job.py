@@ -4,19 +4,15 @@
 """Unit tests for the plan_job action plugin (plugins/action/plan_job.py)."""
 from __future__ import annotations
 
-import os
 from typing import Any, Dict
-from unittest.mock import MagicMock
 
 import pytest
 import yaml
 from ansible.errors import AnsibleActionFail
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar
 
 from ansible_collections.megatron_ds.cluster.plugins.action.plan_job import ActionModule
+from ansible_collections.megatron_ds.cluster.tests.support.action_harness import make_action as build_action
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 NODES = ["gpu%02d" % i for i in range(1, 9)]
 SMALL = {"num_layers": 24, "hidden_size": 2048, "num_attention_heads": 16, "seq_length": 2048,
          "max_position_embeddings": 2048, "global_batch_size": 128, "tensor_parallel": 1,
@@ -24,15 +20,7 @@ SMALL = {"num_layers": 24, "hidden_size": 2048, "num_attention_heads": 16, "seq_
 
 
 def run_action(args: Dict[str, Any], task_vars: Dict[str, Any], check_mode: bool = False) -> Dict[str, Any]:
-    task = MagicMock()
-    task.args = args
-    task.async_val = 0
-    task.check_mode = check_mode
-    task.action = "megatron_ds.cluster.plan_job"
-    loader = DataLoader()
-    loader.set_basedir(os.path.join(ROOT, "playbooks"))
-    action = ActionModule(task, MagicMock(), MagicMock(), loader=loader, templar=Templar(loader=loader),
-                          shared_loader_obj=None)
+    action = build_action(ActionModule, args, check_mode=check_mode)
     return action.run(task_vars=task_vars)
 
 

@@ -8,41 +8,20 @@ task carrying the args, a mocked connection and play context; run() gets task_va
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 from typing import Any, Dict, Optional
-from unittest.mock import MagicMock
 
 import pytest
 from ansible.errors import AnsibleActionFail
 
 from ansible_collections.megatron_ds.cluster.plugins.action.preflight import ActionModule, facts_from_hostvars
-
-
-def _load_fact_builders() -> Any:
-    """The module_utils test's fact builders, loaded by path: tests/unit/plugins/action and
-    tests/unit/plugins/module_utils are separate test packages, so neither imports the other."""
-    path = os.path.join(os.path.dirname(__file__), "..", "module_utils", "_preflight", "test_gate.py")
-    spec = importlib.util.spec_from_file_location("_preflight_fact_builders", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
-
-
-_builders = _load_fact_builders()
-NODES, make_cluster, make_node = _builders.NODES, _builders.make_cluster, _builders.make_node
+from ansible_collections.megatron_ds.cluster.tests.support.action_harness import make_action as build_action
+from ansible_collections.megatron_ds.cluster.tests.unit.plugins.module_utils._preflight.preflight_facts import NODES, make_cluster, make_node
 
 
 def make_action(args: Dict[str, Any], check_mode: bool = False) -> ActionModule:
-    task = MagicMock()
-    task.args = args
-    task.async_val = 0
-    task.check_mode = check_mode
-    task.action = "megatron_ds.cluster.preflight"
-    connection = MagicMock()
-    connection._shell.tmpdir = "/tmp/unused"
-    return ActionModule(task, connection, MagicMock(), loader=None, templar=None, shared_loader_obj=None)
+    return build_action(ActionModule, args, check_mode=check_mode, basedir=None)
 
 
 REPORTS: Dict[str, str] = {}

@@ -15,12 +15,11 @@ from unittest.mock import MagicMock
 
 import pytest
 from ansible.errors import AnsibleActionFail, AnsibleError
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar
 
 from ansible_collections.megatron_ds.cluster.plugins.action import validate_job as validate_job_action
 from ansible_collections.megatron_ds.cluster.plugins.action.validate_job import ActionModule
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _report
+from ansible_collections.megatron_ds.cluster.tests.support.action_harness import make_action as build_action
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 GUIDE = os.path.join(ROOT, "tests", "fixtures", "guide")
@@ -37,17 +36,7 @@ def report_dir(tmp_path, monkeypatch):
 
 
 def make_action(args: Dict[str, Any], check_mode: bool = False) -> ActionModule:
-    task = MagicMock()
-    task.args = args
-    task.async_val = 0
-    task.check_mode = check_mode
-    task.action = "megatron_ds.cluster.validate_job"
-    connection = MagicMock()
-    connection._shell.tmpdir = "/tmp/unused"
-    loader = DataLoader()
-    loader.set_basedir(os.path.join(ROOT, "playbooks"))
-    return ActionModule(task, connection, MagicMock(), loader=loader, templar=Templar(loader=loader),
-                        shared_loader_obj=None)
+    return build_action(ActionModule, args, check_mode=check_mode)
 
 
 def run_action(args: Dict[str, Any], task_vars: Optional[Dict[str, Any]] = None, **kwargs: Any) -> Dict[str, Any]:

@@ -26,7 +26,7 @@ The python_env role installs this package with ``megatron_ds_fused_ops.pth``, wh
 ``install()`` in every interpreter of the venv that has MEGATRON_DS_FUSED_OPS=1 in its
 environment (the job's .deepspeed_env, megatron_job_fused_ops) and does nothing otherwise.
 Without a GPU, or where torch.compile cannot be set up, the eager functions are used and
-``STATE`` says why. Numerical equality with Megatron's arithmetic: tests/unit/test_fused_ops.py;
+``STATE`` says why. Numerical equality with Megatron's arithmetic: tests/unit/roles/python_env/test_fused_ops.py;
 the compiled kernels against float32 on the GPU, and their speed: bench/gpu/fused_ops_bench.py.
 """
 from __future__ import annotations

@@ -1,139 +1,30 @@
 # -*- coding: utf-8 -*-
 # Copyright: megatron_ds.cluster developers
 # Apache License 2.0 (see LICENSE)
-"""Unit tables for the preflight checks (plugins/module_utils/_preflight/gate.py)."""
+"""Unit tables for the preflight gate (plugins/module_utils/_preflight/gate.py): run_checks over whole
+clusters (clean, drifted, unreachable nodes, the GPU validation host), the facts row, the summary line
+and the terminal form."""
 from __future__ import annotations
 
 import copy
 import json
 import os
 import re
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict
 
 import pytest
 
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._facts import parsers as _gpu_parsers
-from ansible_collections.megatron_ds.cluster.plugins.module_utils._facts import python_stack as _gpu_python
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._preflight import gate as pf
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._preflight import cluster as pcluster
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._preflight import matrix as pmatrix
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._preflight import rows as prows
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _report
-from ansible_collections.megatron_ds.cluster.plugins.module_utils._stack import profiles as _stack_profiles
 
-NODES = ("node1", "node2", "node3")
+from .preflight_facts import NODES, by_status, full_options, make_cluster, row_for, run
+
+
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "fixtures", "gpu-host-h200x2")
-
-# What a node built for a profile reports where the profile only pins a series (nvcc's own
-# component version, torch's bundled libraries). Real values: nvcc 11.7.99 ships with CUDA
-# 11.7.1 (docs/upstream-facts.md §H), 13.0.88 with 13.0 (the GPU validation host).
-NVCC = {"cu117": "11.7.99", "cu121": "12.1.105", "cu130": "13.0.88"}
-TORCH_CUDNN = {"cu117": "8.5.0", "cu121": "8.9.2", "cu130": "9.19.0"}
-TORCH_NCCL = {"cu117": "2.14.3", "cu121": "2.18.1", "cu130": "2.28.9"}
-DRIVER_FM_PROFILES = ("cu117", "cu121", "cu130")
-
-
-def whole(checked: int, source: Optional[str]) -> Dict[str, Any]:
-    """gpu_stack_facts' ``files`` of an install that matches its record (pip's RECORD, git's index)."""
-    return {"source": source, "checked": checked, "bad_count": 0, "bad": [], "error": None}
-
-
-def make_node(profile_name: str, hostname: str) -> Dict[str, Any]:
-    """gpu_stack_facts of a node that matches ``profile_name`` exactly (an 8 x A100 HGX node)."""
-    profile = _stack_profiles.get(profile_name)
-    gpu = profile["accelerator"] == "cuda"
-    venv = "/opt/megatron/venv"
-    python = {"cu117": "3.9.18", "cu121": "3.10.12", "cu130": "3.12.3", "cpu": "3.11.2"}[profile_name]
-    torch_version = profile["torch"]["pip"].partition("==")[2] or "2.13.0"
-    driver = profile["driver"]["install"] if gpu else None
-    facts: Dict[str, Any] = {
-        "hostname": hostname,
-        "os": {"id": "ubuntu", "version_id": "22.04"},
-        "python": {"version": python, "executable": venv + "/bin/python3"},
-        "driver": {"version": driver, "kernel_module": "proprietary" if gpu else None, "source": "proc" if gpu else None},
-        "gpus": {
-            "count": 8 if gpu else 0,
-            "model": "NVIDIA A100-SXM4-80GB" if gpu else None,
-            "models": ["NVIDIA A100-SXM4-80GB"] if gpu else [],
-            "memory_mib": 81920 if gpu else None,
-            "uuids": ["GPU-%s-%d" % (hostname, i) for i in range(8)] if gpu else [],
-            "list": [
-                {"index": i, "name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-%s-%d" % (hostname, i),
-                 "memory_mib": 81920, "pci_bus_id": "0000:%02x:00.0" % (0x10 + i), "persistence_mode": "Enabled"}
-                for i in range(8)
-            ] if gpu else [],
-        },
-        "nvswitch": {"present": gpu, "count": 6 if gpu else 0},
-        "fabric_manager": {"installed": gpu, "version": driver, "active": gpu},
-        "cuda": {
-            "version": profile["cuda"]["install"] if gpu else None,
-            "source": "version.json" if gpu else None,
-            "home": "/usr/local/cuda" if gpu else None,
-            "nvcc_version": NVCC.get(profile_name),
-            "installed": [{"path": "/usr/local/cuda-%s" % profile["cuda"]["version"], "version": profile["cuda"]["install"],
-                           "source": "version.json"}] if gpu else [],
-        },
-        "cudnn": {"version": profile["cudnn"]["install"] if gpu else None, "source": "header" if gpu else None},
-        "nccl": {"version": profile["nccl"]["install"].split("-")[0] if gpu else None, "source": "header" if gpu else None,
-                 "library": "/usr/lib/x86_64-linux-gnu/libnccl.so.2" if gpu else None},
-        "torch": {
-            "version": "%s+%s" % (torch_version, profile["torch"]["local"]),
-            "cuda": profile["torch"]["cuda"],
-            "cudnn": TORCH_CUDNN.get(profile_name),
-            "nccl": TORCH_NCCL.get(profile_name),
-            "error": None,
-            "files": whole(20817, venv + "/lib/python3/site-packages/torch-x.dist-info/RECORD"),
-        },
-        "deepspeed": {"version": profile["deepspeed"]["pip"].partition("==")[2], "error": None,
-                      "files": whole(1190, venv + "/lib/python3/site-packages/deepspeed-x.dist-info/RECORD")},
-        "venv": venv,
-        "megatron_deepspeed": {"path": "/opt/megatron/Megatron-DeepSpeed", "commit": "9446eaac", "present": True,
-                               "files": whole(1342, "/opt/megatron/Megatron-DeepSpeed/.git/index")},
-        "apex": {"present": gpu, "cuda_ext": gpu,
-                 "files": whole(260, venv + "/lib/python3/site-packages/apex-0.1.dist-info/RECORD") if gpu else whole(0, None)},
-        "infiniband": {
-            "hcas": [
-                {"name": "mlx5_%d" % i, "ports": [{"port": 1, "state": "Active", "phys_state": "LinkUp",
-                                                  "rate": "200 Gb/sec (4X HDR)", "link_layer": "InfiniBand"}]}
-                for i in range(4)
-            ],
-            "peermem_loaded": gpu,
-        },
-        "memlock": {"current": "unlimited", "noninteractive_ssh": "unlimited"},
-        "disk": {"/shared": {"free_bytes": 2 * 10**12, "exists": True}},
-        "clock": {"synchronized": True, "offset_ms": 0.4, "source": "chrony"},
-    }
-    return facts
-
-
-def make_cluster(profile_name: str = "cu117") -> Dict[str, Dict[str, Any]]:
-    return {node: make_node(profile_name, node) for node in NODES}
-
-
-def full_options(profile_name: str = "cu117") -> Dict[str, Any]:
-    gpu = profile_name != "cpu"
-    return {
-        "slots": {node: 8 for node in NODES},
-        "infiniband_required": True,
-        "gpudirect": gpu,
-        "min_free_gb": 100,
-        "ssh_reachable": {node: True for node in NODES},
-        "max_clock_offset_ms": 100,
-    }
-
-
-def run(cluster: Dict[str, Any], profile_name: str = "cu117", options: Optional[Dict[str, Any]] = None) -> List[pf.Row]:
-    return pf.run_checks(cluster, _stack_profiles.get(profile_name), full_options(profile_name) if options is None else options)
-
-
-def by_status(rows: List[pf.Row], status: str) -> List[pf.Row]:
-    return [row for row in rows if row.status == status]
-
-
-def row_for(rows: List[pf.Row], check: str, node: str) -> pf.Row:
-    matches = [row for row in rows if row.check == check and row.node == node]
-    assert len(matches) == 1, (check, node, matches)
-    return matches[0]
 
 
 def setpath(facts: Dict[str, Any], path: str, value: Any) -> None:
@@ -189,6 +80,7 @@ def test_cpu_profile_skips_gpu_rows_with_a_reason():
 # ---------------------------------------------------------------------------------------
 # Drift on one node: exactly that node and component fail, nothing else does
 # ---------------------------------------------------------------------------------------
+
 
 DRIFT = [
     # (id, profile, mutation of node2, failing components on node2)
@@ -275,82 +167,6 @@ def test_drift_on_one_node_fails_that_node_and_component_only(case, profile_name
     assert by_status(rows, pf.WARN) == []
 
 
-@pytest.mark.parametrize("component, check, version", [
-    ("torch", "torch.version", "1.13.1+cu117"),
-    ("deepspeed", "deepspeed.version", "0.9.2"),
-])
-def test_a_version_with_an_error_fails_and_says_how_to_reinstall(component, check, version):
-    cluster = make_cluster("cu117")
-    error = "%s's dist-info says %s but site-packages/%s is missing: a half-removed install" % (
-        component, version.split("+")[0], component)
-    cluster["node2"][component]["error"] = error
-    rows = run(cluster, "cu117")
-    row = row_for(rows, check, "node2")
-    assert row.status == pf.FAIL
-    assert row.found == "%s, broken: %s" % (version, error)
-    assert "node2" in row.fix and "python_env" in row.fix and "--force-reinstall" in row.fix
-    assert "/opt/megatron/venv/bin/pip" in row.fix
-    if component == "torch":
-        # Reported once: what depends on torch's own values skips on that node.
-        for dependent in ("cuda.nvcc_vs_torch", "cudnn.torch", "nccl.torch", "torch.cuda"):
-            dep = row_for(rows, dependent, "node2")
-            assert dep.status == pf.SKIP and "torch is broken" in dep.fix, dep
-        assert not [r for r in rows if r.check.startswith("same.torch_") and r.node == "node2"]
-
-
-@pytest.mark.parametrize("header, status", [
-    ("8.6.0", pf.PASS),         # what cudnn_version.h of 8.6.0.163 carries (the known bug: it failed)
-    ("8.6.0.163", pf.PASS),
-    ("8.6.1", pf.FAIL),
-    ("8.5.0", pf.FAIL),
-])
-def test_cu117_system_cudnn_is_compared_at_the_headers_precision(header, status):
-    cluster = make_cluster("cu117")
-    for facts in cluster.values():
-        facts["cudnn"]["version"] = header
-    rows = run(cluster, "cu117")
-    assert {row_for(rows, "cudnn.system", node).status for node in NODES} == {status}
-
-
-@pytest.mark.parametrize("what, check", [("cudnn", "cudnn.torch"), ("nccl", "nccl.torch")])
-@pytest.mark.parametrize("source, status", [("files", pf.WARN), ("import", pf.FAIL), (None, pf.FAIL)])
-def test_torch_library_unreadable_from_files_warns(what, check, source, status):
-    # A torch that bundles cuDNN/NCCL in torch/lib names no version there: the files probe
-    # cannot tell, so it is a warning that says how to read it, not a false failure.
-    cluster = make_cluster("cu130")
-    cluster["node2"]["torch"][what] = None
-    if source:
-        cluster["node2"]["torch"]["source"] = source
-    row = row_for(run(cluster, "cu130"), check, "node2")
-    assert row.status == status
-    if status == pf.WARN:
-        assert row.found == "not readable from the venv's files" and "preflight_python_probe=import" in row.fix
-        assert "node2" in row.fix
-
-
-@pytest.mark.parametrize(
-    "path, value, check, components",
-    [
-        ("ssh", False, "ssh.from_head", {"ssh"}),
-        ("ssh", 255, "ssh.from_head", {"ssh"}),
-        ("slots", 4, "hostfile.slots", {"hostfile"}),
-    ],
-)
-def test_cluster_options_on_one_node(path, value, check, components):
-    options = full_options()
-    options["ssh_reachable" if path == "ssh" else "slots"]["node2"] = value
-    rows = run(make_cluster(), options=options)
-    failed = by_status(rows, pf.FAIL)
-    assert [(row.check, row.node) for row in failed] == [(check, "node2")]
-    assert {row.component for row in failed} == components
-
-
-def test_ssh_exit_code_zero_counts_as_reachable():
-    options = full_options()
-    options["ssh_reachable"] = {node: 0 for node in NODES}
-    assert by_status(run(make_cluster(), options=options), pf.FAIL) == []
-
-
 def test_unreachable_node_is_one_fail_row_and_is_left_out_of_the_rest():
     cluster: Dict[str, Any] = make_cluster()
     cluster["node2"] = {"unreachable": True, "msg": "Failed to connect to the host via ssh: timeout"}
@@ -366,6 +182,8 @@ def test_unreachable_node_is_one_fail_row_and_is_left_out_of_the_rest():
 DOCKER_STOPPED = {  # community.docker.docker, container stopped: a "module failure", not unreachable
     "failed": True, "msg": "Module result deserialization failed: No start of json char found", "rc": 1,
     "module_stdout": "", "module_stderr": "Error response from daemon: container 6c3f0a is not running\n"}
+
+
 SSH_DOWN = {"unreachable": True, "changed": False,
             "msg": "Failed to connect to the host via ssh: ssh: connect to host 10.0.0.13 port 22: Connection refused"}
 
@@ -422,150 +240,6 @@ def test_stopped_node_is_called_unreachable_with_its_connection(raw, connection,
     assert "deserialization" not in row.found
 
 
-@pytest.mark.parametrize(
-    "raw, reason",
-    [
-        (None, "no gpu_stack_facts"),
-        ({}, "no gpu_stack_facts"),
-        ({"failed": True, "msg": "nvidia-smi timed out"}, "gpu_stack_facts failed: nvidia-smi timed out"),
-        ({"skipped": True}, "skipped"),
-    ],
-)
-def test_missing_facts_reason(raw, reason):
-    cluster: Dict[str, Any] = make_cluster()
-    cluster["node3"] = raw
-    row = row_for(run(cluster), "facts.gathered", "node3")
-    assert row.status == pf.FAIL and reason in row.found
-
-
-def test_node_named_only_in_the_hostfile_has_no_facts():
-    options = full_options()
-    options["slots"]["node4"] = 8
-    failed = by_status(run(make_cluster(), options=options), pf.FAIL)
-    assert [(row.check, row.node) for row in failed] == [("facts.gathered", "node4")]
-    assert "not in the play" in failed[0].found
-
-
-@pytest.mark.parametrize(
-    "wrapper",
-    [
-        lambda facts: {"ansible_facts": {"gpu_stack_facts": facts}, "changed": False},
-        lambda facts: {"gpu_stack_facts": facts, "changed": False},
-    ],
-    ids=["ansible_facts", "top-level"],
-)
-def test_module_results_are_unwrapped(wrapper):
-    cluster = {node: wrapper(facts) for node, facts in make_cluster().items()}
-    assert by_status(run(cluster), pf.FAIL) == []
-
-
-# ---------------------------------------------------------------------------------------
-# Cross-node majority rules
-# ---------------------------------------------------------------------------------------
-
-
-def test_majority_value_is_expected_and_minority_is_named():
-    cluster = make_cluster()
-    cluster["node1"]["megatron_deepspeed"]["commit"] = "4efb479d"
-    row = row_for(run(cluster), "same.megatron_commit", "node1")
-    assert row.status == pf.FAIL
-    assert row.found == "4efb479d"
-    assert row.expected.startswith("9446eaac")
-
-
-def test_tie_names_every_node():
-    cluster = {node: make_node("cu117", node) for node in ("node1", "node2")}
-    cluster["node2"]["megatron_deepspeed"]["commit"] = "4efb479d"
-    options = full_options()
-    options["slots"] = {"node1": 8, "node2": 8}
-    options["ssh_reachable"] = {"node1": True, "node2": True}
-    rows = run(cluster, options=options)
-    failed = by_status(rows, pf.FAIL)
-    assert {(row.check, row.node) for row in failed} == {("same.megatron_commit", "node1"), ("same.megatron_commit", "node2")}
-    assert "no majority" in failed[0].expected
-
-
-def test_one_node_is_always_consistent_with_itself():
-    rows = run({"node1": make_node("cu117", "node1")}, options={})
-    assert [row for row in rows if row.check.startswith("same.") and row.status != pf.PASS] == []
-
-
-# ---------------------------------------------------------------------------------------
-# Matrix rules on their own
-# ---------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "nvcc, torch_cuda, ok",
-    [
-        ("11.7.99", "11.7", True),
-        ("11.8.89", "11.7", True),  # DeepSpeed lists 11.0-11.8
-        ("11.7", "11.8", True),
-        ("12.1.105", "12.4", True),
-        ("12.7.1", "12.8", False),  # 12.7 is not in DeepSpeed's list
-        ("12.8.93", "13.0", False),  # another major
-        ("13.0.88", "13.0", True),
-        ("13.1.80", "13.0", False),  # 13.x has no entry: must be equal
-        ("10.2.89", "11.7", False),
-    ],
-)
-def test_nvcc_torch_rule(nvcc, torch_cuda, ok):
-    assert prows.nvcc_torch_compatible(nvcc, torch_cuda) is ok
-
-
-def test_nvcc_11_8_against_torch_11_7_is_allowed_in_the_matrix_row():
-    cluster = make_cluster()
-    cluster["node2"]["cuda"].update(version="11.8.0", nvcc_version="11.8.89")
-    assert row_for(run(cluster), "cuda.nvcc_vs_torch", "node2").status == pf.PASS
-
-
-@pytest.mark.parametrize(
-    "toolkit, torch_cuda, driver, status, expected_floor",
-    [
-        ("11.7.1", "11.7", "515.65.01", pf.PASS, "515.65.01"),  # the profile's own minimum binds
-        ("11.8.0", "11.7", "515.65.01", pf.FAIL, "520.61.05"),  # the toolkit raises the floor
-        ("11.7.1", "11.8", "515.65.01", pf.FAIL, "520.61.05"),  # so does torch's CUDA
-        ("11.7.1", "11.7", "515.48.07", pf.FAIL, "515.65.01"),
-        ("11.7.1", "11.7", "580.159.04", pf.PASS, "515.65.01"),
-    ],
-)
-def test_driver_floor(toolkit, torch_cuda, driver, status, expected_floor):
-    cluster = make_cluster()
-    for facts in cluster.values():
-        facts["cuda"]["version"] = toolkit
-        facts["torch"]["cuda"] = torch_cuda
-        facts["driver"]["version"] = facts["fabric_manager"]["version"] = driver
-    row = row_for(run(cluster), "driver.version", "node1")
-    assert row.status == status
-    assert row.expected.startswith(">= " + expected_floor)
-
-
-def test_driver_missing():
-    cluster = make_cluster()
-    cluster["node2"]["driver"]["version"] = None
-    row = row_for(run(cluster), "driver.version", "node2")
-    assert row.status == pf.FAIL and row.found == prows.MISSING and "nvidia_driver" in row.fix
-
-
-@pytest.mark.parametrize(
-    "version, source, status",
-    [
-        ("11.7.1", "version.json", pf.PASS),
-        ("11.7.0", "version.json", pf.FAIL),
-        ("11.7.99", "nvcc", pf.PASS),  # nvcc cannot tell 11.7.0 from 11.7.1: judged at 11.7
-        ("11.7", "ptxas", pf.PASS),
-        ("11.7.99", "library", pf.PASS),  # libcudart.so.11.7.99
-        ("11.7", "version.json", pf.PASS),  # a dated version.json reported as major.minor
-        ("11.8.89", "nvcc", pf.FAIL),
-        ("garbage", "nvcc", pf.FAIL),
-    ],
-)
-def test_toolkit_precision_follows_the_source(version, source, status):
-    cluster = make_cluster()
-    cluster["node1"]["cuda"].update(version=version, source=source)
-    assert row_for(run(cluster), "cuda.toolkit", "node1").status == status
-
-
 def test_facts_module_problems_are_a_warning_on_the_facts_row():
     cluster = make_cluster()
     cluster["node2"]["errors"] = ["gpus: nvidia-smi -q -x: exit 9: No devices were found"]
@@ -575,144 +249,12 @@ def test_facts_module_problems_are_a_warning_on_the_facts_row():
     assert row.status == pf.WARN and "No devices were found" in row.found
 
 
-def test_fabric_manager_skipped_without_nvswitch():
-    cluster = make_cluster()
-    for facts in cluster.values():
-        facts["nvswitch"] = {"present": False, "count": 0}
-        facts["fabric_manager"] = {"installed": False, "version": None, "active": False}
-    row = row_for(run(cluster), "fabric_manager.version", "node1")
-    assert row.status == pf.SKIP and "NVSwitch" in row.fix
-
-
-@pytest.mark.parametrize(
-    "cudnn_code, nccl_raw, cudnn, nccl",
-    [
-        (91900, [2, 28, 9], "9.19.0", "2.28.9"),  # the H200 host: torch 2.11 returns a tuple (a list in JSON)
-        (90000, 22809, "9.0.0", "2.28.9"),  # cuDNN 9 and NCCL >= 2.9 codes: X*10000 + Y*100 + Z
-        (8907, 2804, "8.9.7", "2.8.4"),  # cuDNN 8 and NCCL <= 2.8 codes: X*1000 + Y*100 + Z
-    ],
-)
-def test_library_codes_are_decoded_once_on_the_node(cudnn_code, nccl_raw, cudnn, nccl):
-    """The import probe's raw codes are decoded by gpu_stack_facts on the node
-    (_gpu_python.parse_probe_output); the gate reads the dotted value it gets, unchanged."""
-    probe = {"python": {"version": "3.12.3"},
-             "torch": {"version": "2.11.0+cu130", "cuda": "13.0", "cudnn": cudnn_code, "nccl": nccl_raw},
-             "deepspeed": {"version": "0.18.2"}, "apex": {}}
-    decoded = _gpu_python.parse_probe_output(json.dumps(probe))["torch"]
-    assert (decoded["cudnn"], decoded["nccl"]) == (cudnn, nccl)
-    cluster = make_cluster("cu130")
-    for facts in cluster.values():
-        facts["torch"].update(cudnn=decoded["cudnn"], nccl=decoded["nccl"])
-    rows = run(cluster, "cu130")
-    assert row_for(rows, "nccl.torch", "node1").found == nccl
-    assert row_for(rows, "same.torch_cudnn", "node1").found == cudnn
-
-
 def test_the_gate_has_no_decoder_of_its_own():
     """Decoding lives in _gpu_parsers only (issue 14): no preflight module has a second copy with other
     thresholds."""
     for module in (pf, prows, pmatrix, pcluster):
         assert not hasattr(module, "_code_to_version")
     assert prows._version({"torch": {"cudnn": "9.19.0"}}, "torch", "cudnn") == "9.19.0"
-
-
-def test_torch_label_on_cpu_profile_is_only_a_warning():
-    cluster = make_cluster("cpu")
-    for facts in cluster.values():
-        facts["torch"].update(version="2.13.0+cu128", cuda="12.8")
-    rows = run(cluster, "cpu")
-    assert by_status(rows, pf.FAIL) == []
-    assert {row.check for row in by_status(rows, pf.WARN)} == {"torch.version"}
-
-
-@pytest.mark.parametrize(
-    "clock, status",
-    [
-        ({"synchronized": True, "offset_ms": 99.0, "source": "chrony"}, pf.PASS),
-        ({"synchronized": True, "offset_ms": -101.0, "source": "chrony"}, pf.FAIL),
-        ({"synchronized": False, "offset_ms": 0.1, "source": "timedatectl"}, pf.FAIL),
-        ({"synchronized": None, "offset_ms": None, "source": None}, pf.WARN),
-        ({"synchronized": None, "offset_ms": 3.0, "source": "ntpq"}, pf.PASS),
-    ],
-)
-def test_clock(clock, status):
-    cluster = make_cluster()
-    cluster["node1"]["clock"] = clock
-    assert row_for(run(cluster), "clock.sync", "node1").status == status
-
-
-def test_clock_limit_is_an_option():
-    cluster = make_cluster()
-    cluster["node1"]["clock"]["offset_ms"] = 40.0
-    options = full_options()
-    options["max_clock_offset_ms"] = 20
-    assert row_for(run(cluster, options=options), "clock.sync", "node1").status == pf.FAIL
-
-
-def test_one_ib_port_down_is_a_warning():
-    cluster = make_cluster()
-    cluster["node2"]["infiniband"]["hcas"][3]["ports"][0]["state"] = "Down"
-    rows = run(cluster)
-    assert by_status(rows, pf.FAIL) == []
-    row = row_for(rows, "infiniband.ports", "node2")
-    assert row.status == pf.WARN and "mlx5_3/1 Down" in row.found
-
-
-def test_ib_and_peermem_are_skipped_unless_asked():
-    cluster = make_cluster()
-    for facts in cluster.values():
-        facts["infiniband"] = {"hcas": [], "peermem_loaded": False}
-    options = full_options()
-    options.update(infiniband_required=False, gpudirect=False)
-    rows = run(cluster, options=options)
-    assert by_status(rows, pf.FAIL) == []
-    assert row_for(rows, "infiniband.ports", "node1").status == pf.SKIP
-    assert row_for(rows, "infiniband.peermem", "node1").status == pf.SKIP
-
-
-@pytest.mark.parametrize(
-    "disk_paths, status, words",
-    [
-        (None, pf.PASS, "/shared"),
-        (["/shared"], pf.PASS, "/shared"),
-        (["/shared", "/data"], pf.FAIL, "/data: not measured"),
-    ],
-)
-def test_disk_paths(disk_paths, status, words):
-    options = full_options()
-    options["disk_paths"] = disk_paths
-    row = row_for(run(make_cluster(), options=options), "disk.free", "node1")
-    assert row.status == status and words in (row.found + row.expected)
-
-
-def test_memlock_not_reported_over_ssh_is_judged_on_current_only():
-    cluster = make_cluster()
-    cluster["node1"]["memlock"]["noninteractive_ssh"] = None
-    assert row_for(run(cluster), "memlock.unlimited", "node1").status == pf.PASS
-
-
-def test_memlock_ssh_session_that_could_not_be_read_warns():
-    cluster = make_cluster()
-    cluster["node1"]["memlock"].update(noninteractive_ssh=None,
-                                       noninteractive_ssh_error="ssh megatron@localhost 'ulimit -l': exit 255")
-    row = row_for(run(cluster), "memlock.unlimited", "node1")
-    assert row.status == pf.WARN and "exit 255" in row.found
-
-
-def test_megatron_checkout_missing_is_a_warning():
-    cluster = make_cluster()
-    for facts in cluster.values():
-        facts["megatron_deepspeed"] = {"path": "/opt/megatron/Megatron-DeepSpeed", "commit": None, "present": False}
-    rows = run(cluster)
-    assert by_status(rows, pf.FAIL) == []
-    assert {row.check for row in by_status(rows, pf.WARN)} == {"megatron_deepspeed.present"}
-
-
-def test_node_in_facts_but_not_in_hostfile_is_a_warning():
-    options = full_options()
-    del options["slots"]["node3"]
-    row = row_for(run(make_cluster(), options=options), "hostfile.slots", "node3")
-    assert row.status == pf.WARN and "slots=8" in row.fix
 
 
 # ---------------------------------------------------------------------------------------
@@ -869,157 +411,8 @@ def test_summary_line():
     assert pf.summary_line(run(make_cluster()), "cu117").startswith("preflight passed")
 
 
-def test_rows_serialise():
-    row = run(make_cluster())[0]
-    assert set(row.as_dict()) == {"check", "status", "node", "component", "found", "expected", "fix"}
-    json.dumps([r.as_dict() for r in run(make_cluster())])
-
-
 def test_inputs_are_not_modified():
     cluster = make_cluster()
     before = copy.deepcopy(cluster)
     run(cluster)
     assert cluster == before
-
-
-def _no_rdma(facts: Dict[str, Any]) -> None:
-    facts["infiniband"]["hcas"] = []
-
-
-def _rdma_down(facts: Dict[str, Any]) -> None:
-    for hca in facts["infiniband"]["hcas"]:
-        for port in hca["ports"]:
-            port.update(state="Down", phys_state="Polling")
-
-
-# (id, mode, infiniband_required, gpudirect, node facts, status of a node capped at 8192 kB, words)
-MEMLOCK_POLICY = [
-    ("auto-ib-required", "auto", True, False, _no_rdma, pf.FAIL, ""),
-    ("auto-gpudirect", "auto", False, True, _no_rdma, pf.FAIL, ""),
-    ("auto-active-port-seen", "auto", False, False, lambda f: None, pf.FAIL, ""),
-    ("auto-no-rdma", "auto", False, False, _no_rdma, pf.WARN, "NCCL uses sockets"),
-    ("auto-rdma-ports-down", "auto", False, False, _rdma_down, pf.WARN, "advised, not required"),
-    ("required-without-rdma", "required", False, False, _no_rdma, pf.FAIL, ""),
-    ("advisory-with-ib", "advisory", True, True, lambda f: None, pf.WARN, "memlock: advisory"),
-]
-
-
-@pytest.mark.parametrize("mode, ib_required, gpudirect, shape, status, words",
-                         [case[1:] for case in MEMLOCK_POLICY], ids=[case[0] for case in MEMLOCK_POLICY])
-def test_memlock_is_required_where_nccl_uses_rdma(mode, ib_required, gpudirect, shape, status, words):
-    cluster = make_cluster()
-    for facts in cluster.values():
-        shape(facts)
-    cluster["node2"]["memlock"].update(current="8192", noninteractive_ssh="8192")
-    options = dict(full_options(), infiniband_required=ib_required, gpudirect=gpudirect, memlock=mode)
-    rows = run(cluster, options=options)
-    row = row_for(rows, "memlock.unlimited", "node2")
-    assert row.status == status, row
-    assert words in row.expected and row.found == "current 8192, non-interactive ssh 8192"
-    assert "os_base" in row.fix and "node2" in row.fix
-    # A node with unlimited memlock passes whatever the mode.
-    assert row_for(rows, "memlock.unlimited", "node1").status == pf.PASS
-
-
-@pytest.mark.parametrize("mode, synced, offset, status", [
-    ("required", False, None, pf.FAIL),
-    ("advisory", False, None, pf.WARN),
-    ("advisory", True, 500.0, pf.WARN),
-    ("advisory", True, 3.0, pf.PASS),
-    (None, False, None, pf.FAIL),  # the default is required
-])
-def test_clock_mode(mode, synced, offset, status):
-    cluster = make_cluster()
-    cluster["node2"]["clock"].update(synchronized=synced, offset_ms=offset)
-    options = dict(full_options())
-    if mode:
-        options["clock"] = mode
-    row = row_for(run(cluster, options=options), "clock.sync", "node2")
-    assert row.status == status, row
-    assert row.status == pf.PASS or "node2" in row.fix
-
-
-def test_megatron_checkout_without_git_says_so():
-    cluster = make_cluster()
-    for facts in cluster.values():
-        facts["megatron_deepspeed"]["commit"] = None
-    row = row_for(run(cluster), "megatron_deepspeed.present", "node1")
-    assert row.status == pf.PASS and row.found.startswith("no git commit (not a git checkout")
-
-
-# ---------------------------------------------------------------------------------------
-# Damaged installs (gpu_stack_facts' files sections)
-# ---------------------------------------------------------------------------------------
-
-DAMAGE = {"source": "x/RECORD", "checked": 20817, "bad_count": 7, "error": None,
-          "bad": ["torch/lib/libtorch_cpu.so: 1048576 bytes, RECORD says 452984832", "torch/version.py: missing",
-                  "torch/a.py: missing", "torch/b.py: missing", "torch/c.py: missing"]}
-
-
-@pytest.mark.parametrize("profile_name, section, check, status, fix_words", [
-    ("cu117", "torch", "torch.files", pf.FAIL,
-     ["pip install --force-reinstall --no-deps 'torch==1.13.1' --index-url https://download.pytorch.org/whl/cu117",
-      "playbooks/provision.yml alone keeps it"]),
-    ("cpu", "deepspeed", "deepspeed.files", pf.FAIL, ["--force-reinstall --no-deps 'deepspeed==0.19.6'"]),
-    ("cu117", "apex", "apex.files", pf.FAIL, ["pip uninstall -y apex", "playbooks/provision.yml"]),
-    ("cpu", "apex", "apex.files", pf.WARN, ["pip uninstall -y apex"]),  # on CPU Megatron-DeepSpeed does not import apex
-    ("cpu", "megatron_deepspeed", "megatron_deepspeed.files", pf.FAIL,
-     ["git -C /opt/megatron/Megatron-DeepSpeed checkout -- .", "python_env_megatron_force=true"]),
-])
-def test_damaged_install_fails_naming_node_package_files_and_fix(profile_name, section, check, status, fix_words):
-    cluster = make_cluster(profile_name)
-    cluster["node2"][section]["files"] = dict(DAMAGE)
-    rows = run(cluster, profile_name)
-    row = row_for(rows, check, "node2")
-    assert (row.status, row.component) == (status, section)
-    assert row.found.startswith("7 of 20817 files differ from ")
-    assert "torch/lib/libtorch_cpu.so: 1048576 bytes, RECORD says 452984832" in row.found and "(2 more)" in row.found
-    assert "node2" in row.fix and all(words in row.fix for words in fix_words), row.fix
-    # Only that node and that check: a damaged file changes no version.
-    assert [(r.check, r.node) for r in rows if r.status in (pf.FAIL, pf.WARN)] == [(check, "node2")]
-
-
-@pytest.mark.parametrize("source, against, fix_words", [
-    ("/opt/megatron/Megatron-DeepSpeed/.git/index", "git's index", ["checkout -- ."]),
-    ("/opt/megatron/Megatron-DeepSpeed/.megatron-ds-manifest", "the archive's manifest",
-     ["remove /opt/megatron/Megatron-DeepSpeed/.megatron-ds-archive.sha256", "playbooks/provision.yml"]),
-])
-def test_damaged_checkout_fix_follows_how_it_was_installed(source, against, fix_words):
-    cluster = make_cluster("cpu")
-    cluster["node3"]["megatron_deepspeed"]["files"] = dict(DAMAGE, source=source)
-    row = row_for(run(cluster, "cpu"), "megatron_deepspeed.files", "node3")
-    assert row.status == pf.FAIL and ("differ from %s:" % against) in row.found
-    assert all(words in row.fix for words in fix_words), row.fix
-
-
-@pytest.mark.parametrize("files, status, found", [
-    ({"source": "x/RECORD", "checked": 1190, "bad_count": 0, "bad": [], "error": None}, pf.PASS, "1190 files as recorded"),
-    ({"source": "x/RECORD", "checked": 0, "bad_count": 0, "bad": [], "error": "no RECORD in x: installed without pip, or damaged"},
-     pf.WARN, "no RECORD in x: installed without pip, or damaged"),
-    ({"source": None, "checked": 0, "bad_count": 0, "bad": [], "error": None}, pf.SKIP, ""),
-    (None, pf.SKIP, ""),  # facts of an older gpu_stack_facts: nothing compared
-])
-def test_files_row_states(files, status, found):
-    cluster = make_cluster("cpu")
-    if files is None:
-        del cluster["node1"]["deepspeed"]["files"]
-    else:
-        cluster["node1"]["deepspeed"]["files"] = files
-    row = row_for(run(cluster, "cpu"), "deepspeed.files", "node1")
-    assert (row.status, row.found) == (status, found)
-
-
-@pytest.mark.parametrize("swept, status, found", [
-    ("1024", pf.FAIL, "current unlimited, non-interactive ssh 1024"),
-    ("unlimited", pf.PASS, "current unlimited, non-interactive ssh unlimited"),
-    ("-", pf.PASS, "current unlimited"),  # ssh failed there (ssh.from_head says so): only the current limit
-])
-def test_memlock_of_the_ssh_session_from_the_head_nodes_sweep(swept, status, found):
-    """playbooks/preflight.yml reads `ulimit -l` in each node's ssh session from the head node's
-    sweep (ssh_memlock) instead of an ssh per node inside the facts call."""
-    cluster = make_cluster()
-    for facts in cluster.values():
-        facts["memlock"] = {"current": "unlimited", "noninteractive_ssh": None, "noninteractive_ssh_error": None}
-    options = dict(full_options(), ssh_memlock={"node1": "unlimited", "node2": swept, "node3": "unlimited"})
-    row = row_for(run(cluster, options=options), "memlock.unlimited", "node2")
-    assert (row.status, row.found) == (status, found)

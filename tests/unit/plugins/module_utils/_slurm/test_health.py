@@ -12,7 +12,7 @@ from ansible_collections.megatron_ds.cluster.plugins.module_utils._preflight imp
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._slurm import health as sh
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._stack import profiles as _stack_profiles
 
-from .._preflight.test_gate import make_node
+from .._preflight.preflight_facts import make_node
 
 
 def rows_for(profile: str, facts, gpus: int = 0, with_venv: bool = True, exclude=()):

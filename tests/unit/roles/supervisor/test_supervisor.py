@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "roles" / "supervisor" / "files" / "megatron_supervisor.py"
+SCRIPT = pathlib.Path(__file__).resolve().parents[4] / "roles" / "supervisor" / "files" / "megatron_supervisor.py"
 SPEC = importlib.util.spec_from_file_location("megatron_supervisor", str(SCRIPT))
 sup = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(sup)  # type: ignore[union-attr]

@@ -10,7 +10,7 @@ import os
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PATH = os.path.join(HERE, "..", "..", "bench", "gpu", "trace_summary.py")
+PATH = os.path.join(HERE, "..", "..", "..", "bench", "gpu", "trace_summary.py")
 _spec = importlib.util.spec_from_file_location("trace_summary", PATH)
 ts = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(ts)

@@ -30,7 +30,7 @@ from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import sp
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._stack import profiles as _stack_profiles
 from ansible_collections.megatron_ds.cluster.tests.unit.job_defaults import spec
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+REPO = pathlib.Path(__file__).resolve().parents[3]
 ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(REPO / "templates")), trim_blocks=True,
                          keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
 ENV.filters.update(CoreFilters().filters())

@@ -35,9 +35,10 @@ from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import sc
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import spec as _job_spec
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._mds import args as _mds_args
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._stack import profiles as _stack_profiles
+from ansible_collections.megatron_ds.cluster.tests.support.deepspeed_judge import judge
 from ansible_collections.megatron_ds.cluster.tests.unit.job_defaults import DS_MISSING, spec
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+REPO = pathlib.Path(__file__).resolve().parents[3]
 
 
 def hosts_for(job: Dict[str, Any]) -> List[str]:
@@ -187,45 +188,7 @@ def deepspeed_verdict():
         configs.append({"config": json.loads(render("ds_config.json.j2", job, profile)),
                         "dp": _job_spec.summary(job)["dp"]})
         hostfiles.append(render("hostfile.j2", job, profile))
-    request = json.dumps({"configs": configs, "hostfiles": hostfiles})
-    result = subprocess.run([sys.executable, "-c", JUDGE], input=request, capture_output=True, text=True,
-                            env=dict(os.environ, DS_ACCELERATOR="cpu"), timeout=300, check=False)
-    lines = [line for line in result.stdout.splitlines() if line.startswith("JUDGE ")]
-    assert lines, "the DeepSpeed judge printed nothing: %s" % result.stderr[-3000:]
-    return json.loads(lines[-1][len("JUDGE "):])
-
-
-JUDGE = r"""
-import json, os, sys
-os.environ.setdefault("DS_ACCELERATOR", "cpu")
-try:
-    from deepspeed.runtime import config as dsc
-    from deepspeed.launcher.runner import _parse_hostfile
-except Exception as exc:
-    print("JUDGE " + json.dumps({"missing": "%s: %s" % (type(exc).__name__, exc)}))
-    sys.exit(0)
-dsc.dist.get_rank = lambda *a, **k: 0  # else DeepSpeedConfig ignores the mpu (world size 1)
-class Mpu:
-    def __init__(self, dp):
-        self.dp = dp
-    def get_data_parallel_world_size(self):
-        return self.dp
-req = json.load(sys.stdin)
-out = {"configs": [], "hostfiles": []}
-for item in req["configs"]:
-    try:
-        c = dsc.DeepSpeedConfig(item["config"], mpu=Mpu(item["dp"]))
-        out["configs"].append({"ok": True, "train_batch_size": c.train_batch_size,
-                               "micro": c.train_micro_batch_size_per_gpu, "grad_acc": c.gradient_accumulation_steps})
-    except Exception as exc:
-        out["configs"].append({"ok": False, "error": "%s: %s" % (type(exc).__name__, exc)})
-for text in req["hostfiles"]:
-    try:
-        out["hostfiles"].append({"ok": True, "pool": dict(_parse_hostfile(text.splitlines(keepends=True)))})
-    except Exception as exc:
-        out["hostfiles"].append({"ok": False, "error": "%s: %s" % (type(exc).__name__, exc)})
-print("JUDGE " + json.dumps(out))
-"""
+    return judge(configs, hostfiles)
 
 
 @pytest.mark.parametrize("index, job", list(enumerate(JOBS)), ids=JOB_IDS)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "gpu" / "mds_throughput.sh"
+SCRIPT = Path(__file__).resolve().parents[3] / "bench" / "gpu" / "mds_throughput.sh"
 TEXT = SCRIPT.read_text()
 
 

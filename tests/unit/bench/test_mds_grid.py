@@ -10,7 +10,7 @@ import os
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-BENCH = os.path.join(HERE, "..", "..", "bench", "gpu")
+BENCH = os.path.join(HERE, "..", "..", "..", "bench", "gpu")
 _spec = importlib.util.spec_from_file_location("mds_grid", os.path.join(BENCH, "mds_grid.py"))
 grid = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(grid)

@@ -16,7 +16,7 @@ from typing import Dict, List, Optional, Tuple
 
 import pytest
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "roles" / "megatron_job" / "files" / "burnin_gpt.py"
+SCRIPT = pathlib.Path(__file__).resolve().parents[4] / "roles" / "megatron_job" / "files" / "burnin_gpt.py"
 
 
 def _deepspeed_error() -> Optional[str]:

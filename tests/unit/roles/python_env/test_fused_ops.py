@@ -17,7 +17,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-PACKAGE_DIR = pathlib.Path(__file__).resolve().parents[2] / "roles" / "python_env" / "files" / "fused_ops"
+PACKAGE_DIR = pathlib.Path(__file__).resolve().parents[4] / "roles" / "python_env" / "files" / "fused_ops"
 sys.path.insert(0, str(PACKAGE_DIR))
 import megatron_ds_fused_ops as fused_ops  # noqa: E402  (a role's file, installed into the venv on the nodes)
 

@@ -10,7 +10,7 @@ import os
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-BENCH = os.path.join(HERE, "..", "..", "bench", "gpu")
+BENCH = os.path.join(HERE, "..", "..", "..", "bench", "gpu")
 _spec = importlib.util.spec_from_file_location("supervise_gpu", os.path.join(BENCH, "supervise_gpu.py"))
 sup = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(sup)

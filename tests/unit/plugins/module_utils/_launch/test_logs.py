@@ -1,0 +1,132 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, megatron_ds.cluster developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""_launch.logs: parsing a job's log (Megatron-DeepSpeed and burn-in lines, launches, checkpoints
+saved and loaded, errors) and the per-launch losses."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import logs as la_logs
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._mds import log as _megatron_log
+
+from .launch_fixtures import burnin_result as _result
+
+
+MEGATRON_LINE = (
+    " iteration       10/      15 | consumed samples:          120 | consumed tokens:        15360 |"
+    " elapsed time per iteration (ms): 1527.3 | learning rate: 9.000E-05 | global batch size:    12 |"
+    " lm loss: 7.800000E+00 | loss scale: 1.0 | grad norm: 2.345 | actual seqlen:   128 |"
+    " number of skipped iterations:   0 | number of nan iterations:   0 | samples per second: 7.857 |"
+    " tokens per gpu per second (tgs): 36326.869 | TFLOPs: 310.83 |"
+)
+
+
+def test_megatron_iteration_line_is_read_by_the_shared_parser():
+    """parse_log's entries are _megatron_log's records: the keys the exporter uses too."""
+    summary = la_logs.parse_log(["node3: " + MEGATRON_LINE])
+    entry = summary["last"]
+    assert summary["kind"] == "megatron" and entry == _megatron_log.parse_iteration(MEGATRON_LINE)
+    assert entry["iteration"] == 10 and entry["train_iters"] == 15
+    assert entry["lm_loss"] == pytest.approx(7.8)
+    assert entry["tokens_per_gpu_per_second"] == pytest.approx(36326.869)
+    assert entry["tflops"] == pytest.approx(310.83)
+    assert entry["iteration_time_ms"] == pytest.approx(1527.3)
+    assert entry["global_batch_size"] == 12
+
+
+@pytest.mark.parametrize("line", ["", "iteration 10 of 15", " validation loss at iteration 10 | lm loss value: 7.1 |"])
+def test_other_lines_are_not_iterations(line):
+    assert la_logs.parse_log([line])["iterations_logged"] == 0
+
+
+def test_megatron_log_summary_takes_the_last_launch():
+    lines = [
+        "=== megatron_launch 2026-01-01T00:00:00Z: start pretrain_gpt.py /j/train.sh",
+        MEGATRON_LINE.replace("10/", " 5/"),
+        "=== megatron_launch 2026-01-01T00:05:00Z: launcher exited rc=1",
+        "=== megatron_launch 2026-01-01T01:00:00Z: start pretrain_gpt.py /j/train.sh",
+        "node1:   successfully loaded checkpoint from /ck at iteration 5",
+        "node3: " + MEGATRON_LINE,
+        "node1: saving checkpoint at iteration      10 to /ck",
+        "node1:   successfully saved checkpoint at iteration      10 to /ck",
+        "node1: [after training is done] datetime: 2026-01-01 exiting program after receiving SIGTERM.",
+        "=== megatron_launch 2026-01-01T01:10:00Z: launcher exited rc=0",
+    ]
+    summary = la_logs.parse_log(lines)
+    assert summary["kind"] == "megatron"
+    assert summary["started"]["at"] == "2026-01-01T01:00:00Z" and summary["started"]["script"] == "pretrain_gpt.py"
+    assert summary["iterations_logged"] == 1 and summary["last"]["iteration"] == 10
+    assert summary["loaded"] == {"path": "/ck", "iteration": 5}
+    assert summary["saved"] == [{"iteration": 10, "path": "/ck", "reason": None}]
+    assert summary["sigterm"] is True and summary["launcher_rc"] == 0
+
+
+def test_burnin_log_with_two_results_on_one_line():
+    """Two ranks of a node share stdout; print() writes text and newline separately."""
+    r0, r1 = _result("node1", 0), _result("node1", 1)
+    lines = [
+        "node1: BURNIN resumed from /c/global_step8/mp_rank_00_model_states.pt at step 8 (client state 8)",
+        "node1: BURNIN step=9 loss=5.1000 step_time=0.200s tokens_per_s_per_rank=640.0",
+        "node1: BURNIN step=10 loss=4.9000 step_time=0.100s tokens_per_s_per_rank=1280.0",
+        "node1: BURNIN checkpoint /c/global_step10 (SIGTERM)",
+        "node1: BURNIN_RESULT %sBURNIN_RESULT %s" % (json.dumps(r0), json.dumps(r1)),
+        "node1: ",
+        "node2: BURNIN_RESULT %s" % json.dumps(_result("node2", 2)),
+        "node2: BURNIN_RESULT {broken",
+    ]
+    summary = la_logs.parse_log(lines)
+    assert summary["kind"] == "burnin"
+    assert [r["rank"] for r in summary["burnin_results"]] == [0, 1, 2]
+    assert summary["last"]["iteration"] == 10 and summary["last"]["lm_loss"] == pytest.approx(4.9)
+    assert summary["loaded"]["iteration"] == 8
+    assert summary["saved"] == [{"iteration": 10, "path": "/c/global_step10", "reason": "SIGTERM"}]
+    assert summary["sigterm"] is True
+    assert summary["errors"] == ["node2: BURNIN_RESULT {broken"]
+
+
+def test_error_lines_are_kept_last_first():
+    lines = ["node2: Traceback (most recent call last):", "node2: FileNotFoundError: [Errno 2] No such file",
+             "pdsh@node1: node2: ssh exited with exit code 1"]
+    assert la_logs.parse_log(lines, error_lines=2)["errors"] == lines[1:]
+
+
+_START = "=== megatron_launch 2026-12-01T17:00:00Z: start burnin_gpt.py /w/burnin.sh"
+
+
+_MEGATRON = (" iteration        %d/  100000 | consumed samples:           16 | elapsed time per iteration (ms): 109.2 |"
+             " learning rate: 6.000E-05 | global batch size:    16 | lm loss: %s | loss scale: 1.0 |")
+
+
+@pytest.mark.parametrize("line, kind, iteration, loss", [
+    ("node1: BURNIN step=7 loss=5.4110 step_time=0.050s tokens_per_s_per_rank=640.0", "burnin", 7, 5.411),
+    (_MEGATRON % (51, "6.356577E+00"), "megatron", 51, 6.356577),
+    ("node1: BURNIN resumed from /c/global_step5 at step 5 (client state 5)", None, None, None),
+    (_START, None, None, None),
+])
+def test_iteration_entry(line, kind, iteration, loss):
+    got_kind, entry = la_logs.iteration_entry(line)
+    assert got_kind == kind
+    if kind is None:
+        assert entry is None
+    else:
+        assert (entry["iteration"], entry["lm_loss"]) == (iteration, pytest.approx(loss))
+
+
+@pytest.mark.parametrize("lines, expected", [
+    # two launches: the second, resumed from the tag at 1, logs iteration 2 again
+    ([_START, "BURNIN step=1 loss=5.5 step_time=0.1s tokens_per_s_per_rank=1.0",
+      "BURNIN step=2 loss=5.4 step_time=0.1s tokens_per_s_per_rank=1.0",
+      "=== megatron_launch 2026-12-01T17:01:00Z: launcher exited rc=137", _START,
+      "BURNIN step=2 loss=5.4 step_time=0.1s tokens_per_s_per_rank=1.0"],
+     [[(1, 5.5), (2, 5.4)], [(2, 5.4)]]),
+    # iterations before the first start line belong to no launch; a Megatron line without a loss is left out
+    (["BURNIN step=9 loss=1.0 step_time=0.1s tokens_per_s_per_rank=1.0", _START, _MEGATRON % (3, "7.5E+00"),
+      " iteration        4/  100000 | consumed samples:           64 | elapsed time per iteration (ms): 1.0 |"],
+     [[(3, 7.5)]]),
+    ([], []),
+])
+def test_launch_losses(lines, expected):
+    assert la_logs.launch_losses(lines) == expected

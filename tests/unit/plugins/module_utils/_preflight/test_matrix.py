@@ -1,0 +1,244 @@
+# -*- coding: utf-8 -*-
+# Copyright: megatron_ds.cluster developers
+# Apache License 2.0 (see LICENSE)
+"""Unit tables for the preflight matrix (plugins/module_utils/_preflight/matrix.py): per node, each
+installed version against the profile and the run-time rules, and damaged installs."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._facts import python_stack as _gpu_python
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._preflight import gate as pf
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._preflight import rows as prows
+
+from .preflight_facts import NODES, by_status, make_cluster, row_for, run
+
+
+@pytest.mark.parametrize("component, check, version", [
+    ("torch", "torch.version", "1.13.1+cu117"),
+    ("deepspeed", "deepspeed.version", "0.9.2"),
+])
+def test_a_version_with_an_error_fails_and_says_how_to_reinstall(component, check, version):
+    cluster = make_cluster("cu117")
+    error = "%s's dist-info says %s but site-packages/%s is missing: a half-removed install" % (
+        component, version.split("+")[0], component)
+    cluster["node2"][component]["error"] = error
+    rows = run(cluster, "cu117")
+    row = row_for(rows, check, "node2")
+    assert row.status == pf.FAIL
+    assert row.found == "%s, broken: %s" % (version, error)
+    assert "node2" in row.fix and "python_env" in row.fix and "--force-reinstall" in row.fix
+    assert "/opt/megatron/venv/bin/pip" in row.fix
+    if component == "torch":
+        # Reported once: what depends on torch's own values skips on that node.
+        for dependent in ("cuda.nvcc_vs_torch", "cudnn.torch", "nccl.torch", "torch.cuda"):
+            dep = row_for(rows, dependent, "node2")
+            assert dep.status == pf.SKIP and "torch is broken" in dep.fix, dep
+        assert not [r for r in rows if r.check.startswith("same.torch_") and r.node == "node2"]
+
+
+@pytest.mark.parametrize("header, status", [
+    ("8.6.0", pf.PASS),         # what cudnn_version.h of 8.6.0.163 carries (the known bug: it failed)
+    ("8.6.0.163", pf.PASS),
+    ("8.6.1", pf.FAIL),
+    ("8.5.0", pf.FAIL),
+])
+def test_cu117_system_cudnn_is_compared_at_the_headers_precision(header, status):
+    cluster = make_cluster("cu117")
+    for facts in cluster.values():
+        facts["cudnn"]["version"] = header
+    rows = run(cluster, "cu117")
+    assert {row_for(rows, "cudnn.system", node).status for node in NODES} == {status}
+
+
+@pytest.mark.parametrize("what, check", [("cudnn", "cudnn.torch"), ("nccl", "nccl.torch")])
+@pytest.mark.parametrize("source, status", [("files", pf.WARN), ("import", pf.FAIL), (None, pf.FAIL)])
+def test_torch_library_unreadable_from_files_warns(what, check, source, status):
+    # A torch that bundles cuDNN/NCCL in torch/lib names no version there: the files probe
+    # cannot tell, so it is a warning that says how to read it, not a false failure.
+    cluster = make_cluster("cu130")
+    cluster["node2"]["torch"][what] = None
+    if source:
+        cluster["node2"]["torch"]["source"] = source
+    row = row_for(run(cluster, "cu130"), check, "node2")
+    assert row.status == status
+    if status == pf.WARN:
+        assert row.found == "not readable from the venv's files" and "preflight_python_probe=import" in row.fix
+        assert "node2" in row.fix
+
+
+def test_nvcc_11_8_against_torch_11_7_is_allowed_in_the_matrix_row():
+    cluster = make_cluster()
+    cluster["node2"]["cuda"].update(version="11.8.0", nvcc_version="11.8.89")
+    assert row_for(run(cluster), "cuda.nvcc_vs_torch", "node2").status == pf.PASS
+
+
+@pytest.mark.parametrize(
+    "toolkit, torch_cuda, driver, status, expected_floor",
+    [
+        ("11.7.1", "11.7", "515.65.01", pf.PASS, "515.65.01"),  # the profile's own minimum binds
+        ("11.8.0", "11.7", "515.65.01", pf.FAIL, "520.61.05"),  # the toolkit raises the floor
+        ("11.7.1", "11.8", "515.65.01", pf.FAIL, "520.61.05"),  # so does torch's CUDA
+        ("11.7.1", "11.7", "515.48.07", pf.FAIL, "515.65.01"),
+        ("11.7.1", "11.7", "580.159.04", pf.PASS, "515.65.01"),
+    ],
+)
+def test_driver_floor(toolkit, torch_cuda, driver, status, expected_floor):
+    cluster = make_cluster()
+    for facts in cluster.values():
+        facts["cuda"]["version"] = toolkit
+        facts["torch"]["cuda"] = torch_cuda
+        facts["driver"]["version"] = facts["fabric_manager"]["version"] = driver
+    row = row_for(run(cluster), "driver.version", "node1")
+    assert row.status == status
+    assert row.expected.startswith(">= " + expected_floor)
+
+
+def test_driver_missing():
+    cluster = make_cluster()
+    cluster["node2"]["driver"]["version"] = None
+    row = row_for(run(cluster), "driver.version", "node2")
+    assert row.status == pf.FAIL and row.found == prows.MISSING and "nvidia_driver" in row.fix
+
+
+@pytest.mark.parametrize(
+    "version, source, status",
+    [
+        ("11.7.1", "version.json", pf.PASS),
+        ("11.7.0", "version.json", pf.FAIL),
+        ("11.7.99", "nvcc", pf.PASS),  # nvcc cannot tell 11.7.0 from 11.7.1: judged at 11.7
+        ("11.7", "ptxas", pf.PASS),
+        ("11.7.99", "library", pf.PASS),  # libcudart.so.11.7.99
+        ("11.7", "version.json", pf.PASS),  # a dated version.json reported as major.minor
+        ("11.8.89", "nvcc", pf.FAIL),
+        ("garbage", "nvcc", pf.FAIL),
+    ],
+)
+def test_toolkit_precision_follows_the_source(version, source, status):
+    cluster = make_cluster()
+    cluster["node1"]["cuda"].update(version=version, source=source)
+    assert row_for(run(cluster), "cuda.toolkit", "node1").status == status
+
+
+def test_fabric_manager_skipped_without_nvswitch():
+    cluster = make_cluster()
+    for facts in cluster.values():
+        facts["nvswitch"] = {"present": False, "count": 0}
+        facts["fabric_manager"] = {"installed": False, "version": None, "active": False}
+    row = row_for(run(cluster), "fabric_manager.version", "node1")
+    assert row.status == pf.SKIP and "NVSwitch" in row.fix
+
+
+@pytest.mark.parametrize(
+    "cudnn_code, nccl_raw, cudnn, nccl",
+    [
+        (91900, [2, 28, 9], "9.19.0", "2.28.9"),  # the H200 host: torch 2.11 returns a tuple (a list in JSON)
+        (90000, 22809, "9.0.0", "2.28.9"),  # cuDNN 9 and NCCL >= 2.9 codes: X*10000 + Y*100 + Z
+        (8907, 2804, "8.9.7", "2.8.4"),  # cuDNN 8 and NCCL <= 2.8 codes: X*1000 + Y*100 + Z
+    ],
+)
+def test_library_codes_are_decoded_once_on_the_node(cudnn_code, nccl_raw, cudnn, nccl):
+    """The import probe's raw codes are decoded by gpu_stack_facts on the node
+    (_gpu_python.parse_probe_output); the gate reads the dotted value it gets, unchanged."""
+    probe = {"python": {"version": "3.12.3"},
+             "torch": {"version": "2.11.0+cu130", "cuda": "13.0", "cudnn": cudnn_code, "nccl": nccl_raw},
+             "deepspeed": {"version": "0.18.2"}, "apex": {}}
+    decoded = _gpu_python.parse_probe_output(json.dumps(probe))["torch"]
+    assert (decoded["cudnn"], decoded["nccl"]) == (cudnn, nccl)
+    cluster = make_cluster("cu130")
+    for facts in cluster.values():
+        facts["torch"].update(cudnn=decoded["cudnn"], nccl=decoded["nccl"])
+    rows = run(cluster, "cu130")
+    assert row_for(rows, "nccl.torch", "node1").found == nccl
+    assert row_for(rows, "same.torch_cudnn", "node1").found == cudnn
+
+
+def test_torch_label_on_cpu_profile_is_only_a_warning():
+    cluster = make_cluster("cpu")
+    for facts in cluster.values():
+        facts["torch"].update(version="2.13.0+cu128", cuda="12.8")
+    rows = run(cluster, "cpu")
+    assert by_status(rows, pf.FAIL) == []
+    assert {row.check for row in by_status(rows, pf.WARN)} == {"torch.version"}
+
+
+def test_megatron_checkout_missing_is_a_warning():
+    cluster = make_cluster()
+    for facts in cluster.values():
+        facts["megatron_deepspeed"] = {"path": "/opt/megatron/Megatron-DeepSpeed", "commit": None, "present": False}
+    rows = run(cluster)
+    assert by_status(rows, pf.FAIL) == []
+    assert {row.check for row in by_status(rows, pf.WARN)} == {"megatron_deepspeed.present"}
+
+
+def test_megatron_checkout_without_git_says_so():
+    cluster = make_cluster()
+    for facts in cluster.values():
+        facts["megatron_deepspeed"]["commit"] = None
+    row = row_for(run(cluster), "megatron_deepspeed.present", "node1")
+    assert row.status == pf.PASS and row.found.startswith("no git commit (not a git checkout")
+
+
+# ---------------------------------------------------------------------------------------
+# Damaged installs (gpu_stack_facts' files sections)
+# ---------------------------------------------------------------------------------------
+
+
+DAMAGE = {"source": "x/RECORD", "checked": 20817, "bad_count": 7, "error": None,
+          "bad": ["torch/lib/libtorch_cpu.so: 1048576 bytes, RECORD says 452984832", "torch/version.py: missing",
+                  "torch/a.py: missing", "torch/b.py: missing", "torch/c.py: missing"]}
+
+
+@pytest.mark.parametrize("profile_name, section, check, status, fix_words", [
+    ("cu117", "torch", "torch.files", pf.FAIL,
+     ["pip install --force-reinstall --no-deps 'torch==1.13.1' --index-url https://download.pytorch.org/whl/cu117",
+      "playbooks/provision.yml alone keeps it"]),
+    ("cpu", "deepspeed", "deepspeed.files", pf.FAIL, ["--force-reinstall --no-deps 'deepspeed==0.19.6'"]),
+    ("cu117", "apex", "apex.files", pf.FAIL, ["pip uninstall -y apex", "playbooks/provision.yml"]),
+    ("cpu", "apex", "apex.files", pf.WARN, ["pip uninstall -y apex"]),  # on CPU Megatron-DeepSpeed does not import apex
+    ("cpu", "megatron_deepspeed", "megatron_deepspeed.files", pf.FAIL,
+     ["git -C /opt/megatron/Megatron-DeepSpeed checkout -- .", "python_env_megatron_force=true"]),
+])
+def test_damaged_install_fails_naming_node_package_files_and_fix(profile_name, section, check, status, fix_words):
+    cluster = make_cluster(profile_name)
+    cluster["node2"][section]["files"] = dict(DAMAGE)
+    rows = run(cluster, profile_name)
+    row = row_for(rows, check, "node2")
+    assert (row.status, row.component) == (status, section)
+    assert row.found.startswith("7 of 20817 files differ from ")
+    assert "torch/lib/libtorch_cpu.so: 1048576 bytes, RECORD says 452984832" in row.found and "(2 more)" in row.found
+    assert "node2" in row.fix and all(words in row.fix for words in fix_words), row.fix
+    # Only that node and that check: a damaged file changes no version.
+    assert [(r.check, r.node) for r in rows if r.status in (pf.FAIL, pf.WARN)] == [(check, "node2")]
+
+
+@pytest.mark.parametrize("source, against, fix_words", [
+    ("/opt/megatron/Megatron-DeepSpeed/.git/index", "git's index", ["checkout -- ."]),
+    ("/opt/megatron/Megatron-DeepSpeed/.megatron-ds-manifest", "the archive's manifest",
+     ["remove /opt/megatron/Megatron-DeepSpeed/.megatron-ds-archive.sha256", "playbooks/provision.yml"]),
+])
+def test_damaged_checkout_fix_follows_how_it_was_installed(source, against, fix_words):
+    cluster = make_cluster("cpu")
+    cluster["node3"]["megatron_deepspeed"]["files"] = dict(DAMAGE, source=source)
+    row = row_for(run(cluster, "cpu"), "megatron_deepspeed.files", "node3")
+    assert row.status == pf.FAIL and ("differ from %s:" % against) in row.found
+    assert all(words in row.fix for words in fix_words), row.fix
+
+
+@pytest.mark.parametrize("files, status, found", [
+    ({"source": "x/RECORD", "checked": 1190, "bad_count": 0, "bad": [], "error": None}, pf.PASS, "1190 files as recorded"),
+    ({"source": "x/RECORD", "checked": 0, "bad_count": 0, "bad": [], "error": "no RECORD in x: installed without pip, or damaged"},
+     pf.WARN, "no RECORD in x: installed without pip, or damaged"),
+    ({"source": None, "checked": 0, "bad_count": 0, "bad": [], "error": None}, pf.SKIP, ""),
+    (None, pf.SKIP, ""),  # facts of an older gpu_stack_facts: nothing compared
+])
+def test_files_row_states(files, status, found):
+    cluster = make_cluster("cpu")
+    if files is None:
+        del cluster["node1"]["deepspeed"]["files"]
+    else:
+        cluster["node1"]["deepspeed"]["files"] = files
+    row = row_for(run(cluster, "cpu"), "deepspeed.files", "node1")
+    assert (row.status, row.found) == (status, found)
