@@ -11,11 +11,12 @@ from typing import Any, Dict, Optional
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
+from ansible.plugins.action import ActionBase
 
-from ansible_collections.megatron_ds.cluster.plugins.action.validate_job import ActionModule as ValidateAction
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import plan as _job_plan
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import schema as _job_schema
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._stack import profiles as _stack_profiles
+from ansible_collections.megatron_ds.cluster.plugins.plugin_utils import _job_inputs
 
 ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = {
     "spec": {"type": "dict"},
@@ -34,20 +35,24 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = {
 }
 
 
-class ActionModule(ValidateAction):
+class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _supports_check_mode = True
     _supports_async = False
 
     def run(self, tmp: Optional[str] = None, task_vars: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
         task_vars = task_vars or {}
-        result = super(ValidateAction, self).run(tmp, task_vars)  # ActionBase.run: no validation here
+        result = super().run(tmp, task_vars)
         del tmp
         validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         del validation
-        spec = self._spec_from_vars(args["spec"], task_vars, self._var(task_vars, "megatron_stack_profile"))[1]
-        nodes, nodes_from = self._nodes(args, None, task_vars, None)
-        fact_gpus, fact_memory = self._gpu_facts(task_vars)
+        profile = self._templar.template(task_vars["megatron_stack_profile"]) if "megatron_stack_profile" in task_vars else None
+        try:
+            spec = _job_inputs.spec_from_vars(args["spec"], task_vars, self._templar.template, profile)[1]
+        except _job_inputs.JobInputError as exc:
+            raise AnsibleActionFail(str(exc)) from None
+        nodes, nodes_from = _job_inputs.node_count(args["nodes"], None, task_vars)
+        fact_gpus, fact_memory = _job_inputs.gpu_facts(task_vars)
         gpus = args["gpus_per_node"] or fact_gpus or spec["gpus_per_node"]
         if not nodes:
             raise AnsibleActionFail("planner: the number of nodes is unknown; put the training nodes in the "

@@ -10,11 +10,11 @@ host. Documentation lives in plugins/modules/validate_job.py.
 """
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from ansible.errors import AnsibleActionFail
-from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
@@ -133,8 +133,8 @@ class ActionModule(ActionBase):
                 raise AnsibleActionFail("hostfile %s: DeepSpeed would refuse it: %s" % (path, exc))
             hostfile = path
 
-        nodes, nodes_from = self._nodes(args, hosts, task_vars, script)
-        fact_gpus, fact_memory = self._gpu_facts(task_vars)
+        nodes, nodes_from = _job_inputs.node_count(args["nodes"], hosts, task_vars, script, NODE_GROUP)
+        fact_gpus, fact_memory = _job_inputs.gpu_facts(task_vars, NODE_GROUP)
         if args["gpu_memory_mib"] is None and fact_memory:
             notes.append("GPU memory from gpu_stack_facts: %s MiB (the smallest GPU)" % fact_memory)
         if args["gpus_per_node"] is None and not hosts and fact_gpus:
@@ -214,91 +214,39 @@ class ActionModule(ActionBase):
     # ------------------------------------------------------------------ helpers
 
     def _var(self, task_vars: Dict[str, Any], name: str) -> Any:
-        if name not in task_vars:
-            return None
-        return self._templar.template(task_vars[name])
+        return _template_var(self._templar, task_vars, name)
 
     def _spec_from_vars(self, given: Optional[Dict[str, Any]], task_vars: Dict[str, Any],
                         profile_name: Optional[str]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-        """The job spec from the spec= argument or the megatron_job_* variables, normalized.
-
-        The inventory's megatron_stack_profile applies unless the spec names its own profile.
-        """
-        spec_vars = given if given is not None else self._spec_vars(task_vars)
-        if profile_name and not any(k in spec_vars for k in ("stack_profile", _job_schema.PREFIX + "stack_profile")):
-            spec_vars = dict(spec_vars, stack_profile=profile_name)
-        try:
-            return spec_vars, _job_spec.normalize(spec_vars)
-        except _job_schema.JobError as exc:
-            raise AnsibleActionFail("Job spec invalid: %s" % exc)
-
-    def _spec_vars(self, task_vars: Dict[str, Any]) -> Dict[str, Any]:
-        """Every megatron_job_* variable visible to the task, templated (the job lookup's reader)."""
-        try:
-            return _job_inputs.spec_vars(task_vars, self._templar.template, inherit=False)
-        except _job_inputs.JobInputError as exc:
-            raise AnsibleActionFail(str(exc))
+        with _action_fail():
+            return _job_inputs.spec_from_vars(given, task_vars, self._templar.template, profile_name)
 
     @staticmethod
     def _profile_deepspeed(name: Optional[str]) -> Optional[str]:
-        """The DeepSpeed version the stack profile pins."""
-        try:
-            return _stack_profiles.deepspeed_pin(name)
-        except _stack_profiles.UnknownProfileError as exc:
-            raise AnsibleActionFail(str(exc.args[0]))
+        with _action_fail():
+            return _job_inputs.profile_deepspeed(name)
 
     def _resolve(self, path: str, option: str) -> str:
-        """A controller path: absolute, relative to the current directory, or relative to the
-        playbook directory, in that order."""
-        candidates = [path]
-        if not os.path.isabs(path):
-            candidates.append(self._loader.path_dwim(path))
-        for candidate in candidates:
-            if os.path.isfile(candidate):
-                return os.path.abspath(candidate)
-        raise AnsibleActionFail(
-            "%s: %s not found on the controller (looked in %s); give an existing path"
-            % (option, path, ", ".join(os.path.abspath(c) for c in candidates))
-        )
+        with _action_fail():
+            return _job_inputs.resolve_path(path, option, self._loader.path_dwim)
 
     @staticmethod
     def _read(path: str, option: str) -> str:
-        try:
-            with open(path, "rb") as handle:
-                return to_text(handle.read(), errors="surrogate_or_strict")
-        except (IOError, OSError, UnicodeError) as exc:
-            raise AnsibleActionFail("%s: cannot read %s: %s" % (option, path, exc))
+        with _action_fail():
+            return _job_inputs.read_text(path, option)
 
-    @staticmethod
-    def _gpu_facts(task_vars: Dict[str, Any]) -> Tuple[Optional[int], Optional[int]]:
-        """(smallest GPU count, smallest GPU memory in MiB) over the megatron_nodes whose
-        gpu_stack_facts are known (gathered in this run or cached); (None, None) otherwise."""
-        counts: List[int] = []
-        memories: List[int] = []
-        hostvars = task_vars.get("hostvars") or {}
-        for host in (task_vars.get("groups") or {}).get(NODE_GROUP) or []:
-            try:
-                facts = hostvars[host].get("gpu_stack_facts") or (hostvars[host].get("ansible_facts") or {}).get("gpu_stack_facts")
-                gpus = (facts or {}).get("gpus") or {}
-            except (KeyError, AttributeError, TypeError):
-                continue
-            if isinstance(gpus.get("count"), int) and gpus["count"] > 0:
-                counts.append(gpus["count"])
-            if isinstance(gpus.get("memory_mib"), int):
-                memories.append(gpus["memory_mib"])
-        return (min(counts) if counts else None), (min(memories) if memories else None)
 
-    @staticmethod
-    def _nodes(args: Dict[str, Any], hosts: Any, task_vars: Dict[str, Any],
-               script: Optional[Dict[str, Any]]) -> Tuple[Optional[int], str]:
-        if args["nodes"] is not None:
-            return args["nodes"], "nodes argument"
-        if hosts:
-            return len(hosts), "hostfile"
-        group = (task_vars.get("groups") or {}).get(NODE_GROUP) or []
-        if group:
-            return len(group), "inventory group %s" % NODE_GROUP
-        launcher = (script or {}).get("launcher") or {}
-        if launcher.get("num_nodes"):
-            return launcher["num_nodes"], "the script's --num_nodes"
-        return None, "unknown"
+def _template_var(templar: Any, task_vars: Dict[str, Any], name: str) -> Any:
+    """A task variable, templated; None when it is not set."""
+    if name not in task_vars:
+        return None
+    return templar.template(task_vars[name])
+
+
+@contextlib.contextmanager
+def _action_fail() -> Iterator[None]:
+    """The shared input readers' errors as the action's failure, their message unchanged."""
+    try:
+        yield
+    except _job_inputs.JobInputError as exc:
+        raise AnsibleActionFail(str(exc)) from None

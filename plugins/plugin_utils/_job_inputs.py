@@ -13,12 +13,15 @@ would.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
+import os
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from ansible.errors import AnsibleError
+from ansible.module_utils.common.text.converters import to_text
 
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import schema as _job_schema
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import spec as _job_spec
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._stack import profiles as _stack_profiles
 
 NODES_GROUP = "megatron_nodes"
 HEAD_GROUP = "megatron_head"
@@ -116,3 +119,86 @@ def job(variables: Mapping[str, Any], template: Template, nodes_group: str = NOD
             except _job_schema.JobError as exc:
                 raise JobInputError("job spec invalid: %s" % exc) from exc
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# The inputs validate_job and plan_job share (each action is a thin adapter around these).
+# --------------------------------------------------------------------------------------------
+def spec_from_vars(given: Optional[Mapping[str, Any]], variables: Mapping[str, Any], template: Template,
+                   profile_name: Optional[str]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """(the job variables, the normalized spec) from an action's ``spec=`` argument or the task's
+    ``megatron_job_*`` variables. ``profile_name`` (the action's ``stack_profile`` option, else
+    the inventory's ``megatron_stack_profile``) applies unless the spec names its own profile."""
+    raw = dict(given) if given is not None else spec_vars(variables, template, inherit=False)
+    if profile_name and not any(k in raw for k in ("stack_profile", _job_schema.PREFIX + "stack_profile")):
+        raw = dict(raw, stack_profile=profile_name)
+    try:
+        return raw, _job_spec.normalize(raw)
+    except _job_schema.JobError as exc:
+        raise JobInputError("Job spec invalid: %s" % exc) from exc
+
+
+def profile_deepspeed(name: Optional[str]) -> Optional[str]:
+    """The DeepSpeed version the stack profile pins."""
+    try:
+        return _stack_profiles.deepspeed_pin(name)
+    except _stack_profiles.UnknownProfileError as exc:
+        raise JobInputError(str(exc.args[0])) from exc
+
+
+def resolve_path(path: str, option: str, path_dwim: Callable[[str], str]) -> str:
+    """A controller path: absolute, relative to the current directory, or relative to the
+    playbook directory (``path_dwim``), in that order."""
+    candidates = [path]
+    if not os.path.isabs(path):
+        candidates.append(path_dwim(path))
+    for candidate in candidates:
+        if os.path.isfile(candidate):
+            return os.path.abspath(candidate)
+    raise JobInputError("%s: %s not found on the controller (looked in %s); give an existing path"
+                        % (option, path, ", ".join(os.path.abspath(c) for c in candidates)))
+
+
+def read_text(path: str, option: str) -> str:
+    """A controller file's text, or an error that names the option."""
+    try:
+        with open(path, "rb") as handle:
+            return to_text(handle.read(), errors="surrogate_or_strict")
+    except (IOError, OSError, UnicodeError) as exc:
+        raise JobInputError("%s: cannot read %s: %s" % (option, path, exc)) from exc
+
+
+def gpu_facts(variables: Mapping[str, Any], nodes_group: str = NODES_GROUP) -> Tuple[Optional[int], Optional[int]]:
+    """(smallest GPU count, smallest GPU memory in MiB) over the nodes whose gpu_stack_facts are
+    known (gathered in this run or cached); (None, None) otherwise."""
+    counts: List[int] = []
+    memories: List[int] = []
+    hostvars = variables.get("hostvars") or {}
+    for host in _group(variables, nodes_group):
+        try:
+            facts = hostvars[host].get("gpu_stack_facts") or (hostvars[host].get("ansible_facts") or {}).get("gpu_stack_facts")
+            gpus = (facts or {}).get("gpus") or {}
+        except (KeyError, AttributeError, TypeError):
+            continue
+        if isinstance(gpus.get("count"), int) and gpus["count"] > 0:
+            counts.append(gpus["count"])
+        if isinstance(gpus.get("memory_mib"), int):
+            memories.append(gpus["memory_mib"])
+    return (min(counts) if counts else None), (min(memories) if memories else None)
+
+
+def node_count(given: Optional[int], hosts: Any, variables: Mapping[str, Any],
+               script: Optional[Mapping[str, Any]] = None, nodes_group: str = NODES_GROUP) -> Tuple[Optional[int], str]:
+    """(the number of nodes, where it came from): the action's ``nodes=``, a hostfile's hosts, the
+    inventory group, a train.sh's ``--num_nodes``, in that order."""
+    if given is not None:
+        return given, "nodes argument"
+    if hosts:
+        return len(hosts), "hostfile"
+    group = _group(variables, nodes_group)
+    if group:
+        return len(group), "inventory group %s" % nodes_group
+    launcher = (script or {}).get("launcher") or {}
+    if launcher.get("num_nodes"):
+        return launcher["num_nodes"], "the script's --num_nodes"
+    return None, "unknown"

@@ -93,3 +93,61 @@ def test_only_the_parts_asked_for_and_the_shape_alone_does_not_judge_the_spec():
 
 def test_no_nodes_gives_a_spec_without_a_node_count():
     assert "nodes" not in _job_inputs.job(variables(nodes=()), same)["spec"]
+
+
+# --------------------------------------------------------------------------------------------
+# The inputs validate_job and plan_job share
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("given, hosts, inventory, script, expected", [
+    (3, ["a"], variables(), None, (3, "nodes argument")),
+    (None, ["a", "b", "c"], variables(), None, (3, "hostfile")),
+    (None, None, variables(), None, (2, "inventory group megatron_nodes")),
+    (None, None, variables(nodes=()), {"launcher": {"num_nodes": 4}}, (4, "the script's --num_nodes")),
+    (None, None, variables(nodes=()), None, (None, "unknown")),
+])
+def test_node_count(given, hosts, inventory, script, expected):
+    assert _job_inputs.node_count(given, hosts, inventory, script) == expected
+
+
+@pytest.mark.parametrize("facts, expected", [
+    ({}, (None, None)),
+    ({"n1": {"gpus": {"count": 8, "memory_mib": 81920}}, "n2": {"gpus": {"count": 4, "memory_mib": 40960}}}, (4, 40960)),
+    # A node with no GPU counts for nothing; cached facts sit under ansible_facts.
+    ({"n1": {"gpus": {"count": 0}}, "n2": {"gpus": {"count": 8, "memory_mib": 143771}}}, (8, 143771)),
+])
+def test_gpu_facts_take_the_smallest_node(facts, expected):
+    inventory = variables()
+    for host, fact in facts.items():
+        inventory["hostvars"][host] = {"ansible_facts": {"gpu_stack_facts": fact}}
+    assert _job_inputs.gpu_facts(inventory) == expected
+
+
+@pytest.mark.parametrize("given, inventory, profile, expected_profile", [
+    (None, {"megatron_job_tensor_parallel": 2}, "cpu", "cpu"),
+    (None, {"megatron_job_stack_profile": "cu130"}, "cpu", "cu130"),
+    ({"tensor_parallel": 1}, {"megatron_job_stack_profile": "cu130"}, None, "cu117"),  # spec= replaces the inventory
+])
+def test_spec_from_vars(given, inventory, profile, expected_profile):
+    assert _job_inputs.spec_from_vars(given, inventory, same, profile)[1]["stack_profile"] == expected_profile
+
+
+def test_spec_from_vars_names_what_is_invalid():
+    with pytest.raises(_job_inputs.JobInputError, match="^Job spec invalid: .*tensor_parallel"):
+        _job_inputs.spec_from_vars({"tensor_parallel": "x"}, {}, same, None)
+
+
+def test_profile_deepspeed():
+    assert _job_inputs.profile_deepspeed("cu117") == "0.9.2"
+    with pytest.raises(_job_inputs.JobInputError, match="nosuch"):
+        _job_inputs.profile_deepspeed("nosuch")
+
+
+def test_controller_paths(tmp_path):
+    found = tmp_path / "train.sh"
+    found.write_text("x")
+    assert _job_inputs.resolve_path("train.sh", "script", lambda p: str(tmp_path / p)) == str(found)
+    assert _job_inputs.read_text(str(found), "script") == "x"
+    with pytest.raises(_job_inputs.JobInputError, match="^script: missing.sh not found on the controller"):
+        _job_inputs.resolve_path("missing.sh", "script", lambda p: str(tmp_path / p))
+    with pytest.raises(_job_inputs.JobInputError, match="^hostfile: cannot read"):
+        _job_inputs.read_text(str(tmp_path / "none"), "hostfile")
