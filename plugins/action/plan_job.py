@@ -46,7 +46,7 @@ class ActionModule(ActionBase):
         del tmp
         validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         del validation
-        profile = self._templar.template(task_vars["megatron_stack_profile"]) if "megatron_stack_profile" in task_vars else None
+        profile = _job_inputs.template_var(task_vars, self._templar.template, "megatron_stack_profile")
         try:
             spec = _job_inputs.spec_from_vars(args["spec"], task_vars, self._templar.template, profile)[1]
         except _job_inputs.JobInputError as exc:

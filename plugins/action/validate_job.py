@@ -29,7 +29,6 @@ from ansible_collections.megatron_ds.cluster.plugins.module_utils import _report
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._stack import profiles as _stack_profiles
 from ansible_collections.megatron_ds.cluster.plugins.plugin_utils import _job_inputs
 
-NODE_GROUP = "megatron_nodes"
 # Ansible prints msg as a block indented by 8 columns (see the preflight action).
 MSG_INDENT = 8
 
@@ -133,8 +132,8 @@ class ActionModule(ActionBase):
                 raise AnsibleActionFail("hostfile %s: DeepSpeed would refuse it: %s" % (path, exc))
             hostfile = path
 
-        nodes, nodes_from = _job_inputs.node_count(args["nodes"], hosts, task_vars, script, NODE_GROUP)
-        fact_gpus, fact_memory = _job_inputs.gpu_facts(task_vars, NODE_GROUP)
+        nodes, nodes_from = _job_inputs.node_count(args["nodes"], hosts, task_vars, script)
+        fact_gpus, fact_memory = _job_inputs.gpu_facts(task_vars)
         if args["gpu_memory_mib"] is None and fact_memory:
             notes.append("GPU memory from gpu_stack_facts: %s MiB (the smallest GPU)" % fact_memory)
         if args["gpus_per_node"] is None and not hosts and fact_gpus:
@@ -214,7 +213,7 @@ class ActionModule(ActionBase):
     # ------------------------------------------------------------------ helpers
 
     def _var(self, task_vars: Dict[str, Any], name: str) -> Any:
-        return _template_var(self._templar, task_vars, name)
+        return _job_inputs.template_var(task_vars, self._templar.template, name)
 
     def _spec_from_vars(self, given: Optional[Dict[str, Any]], task_vars: Dict[str, Any],
                         profile_name: Optional[str]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
@@ -234,13 +233,6 @@ class ActionModule(ActionBase):
     def _read(path: str, option: str) -> str:
         with _action_fail():
             return _job_inputs.read_text(path, option)
-
-
-def _template_var(templar: Any, task_vars: Dict[str, Any], name: str) -> Any:
-    """A task variable, templated; None when it is not set."""
-    if name not in task_vars:
-        return None
-    return templar.template(task_vars[name])
 
 
 @contextlib.contextmanager

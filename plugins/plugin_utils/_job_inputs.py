@@ -138,6 +138,11 @@ def spec_from_vars(given: Optional[Mapping[str, Any]], variables: Mapping[str, A
         raise JobInputError("Job spec invalid: %s" % exc) from exc
 
 
+def template_var(variables: Mapping[str, Any], template: Template, name: str) -> Any:
+    """A task variable, templated; None when it is not set."""
+    return template(variables[name]) if name in variables else None
+
+
 def profile_deepspeed(name: Optional[str]) -> Optional[str]:
     """The DeepSpeed version the stack profile pins."""
     try:
