@@ -7,15 +7,14 @@ poll with deadlines: a node registers, a drain or a resume reaches slurmctld, as
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
-from pathlib import Path
 
 import pytest
 import testinfra
 
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._slurm import fit  # the partition fit check run before a submit
 from ansible_collections.megatron_ds.cluster.tests.support.polling import wait_for
 
 NODES = ["node1", "node2", "node3"]
@@ -23,11 +22,6 @@ HEAD = "node1"
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 HEALTH = "/usr/local/sbin/megatron-slurm-health"
 HEALTH_CONFIG = "/etc/megatron/slurm-health.json"
-# The partition fit check that runs before a submit, read from the collection's files.
-_FIT_SPEC = importlib.util.spec_from_file_location(
-    "_slurm_fit", Path(os.environ["MOLECULE_PROJECT_DIRECTORY"]) / "plugins" / "module_utils" / "_slurm_fit.py")
-fit = importlib.util.module_from_spec(_FIT_SPEC)
-_FIT_SPEC.loader.exec_module(fit)
 # A job that checks what the ranks were given the way torch.distributed's env:// rendezvous and
 # Megatron-DeepSpeed read it (MASTER_ADDR, RANK, WORLD_SIZE from Slurm's variables), then sums the
 # ranks over TCP across the nodes: rank 0 collects every rank and sends the sum back to each.
