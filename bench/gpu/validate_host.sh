@@ -96,7 +96,7 @@ for ngpu in 1 "$NGPU"; do
   cat >"$OUT/burnin-vars-$ngpu.yml" <<VARS
 megatron_job_name: burnin$ngpu
 megatron_job_workdir: $work
-megatron_job_megatron_dir: $REPO/roles/megatron_job/files
+megatron_job_megatron_dir: $REPO/roles/megatron_launch/files
 megatron_job_checkpoint_dir: $work/ckpt
 megatron_job_tensorboard_dir: $work/tb
 megatron_job_gpus_per_node: $ngpu
@@ -116,7 +116,7 @@ VARS
 PLAY
   echo "render rc=$?"
   (cd "$work" && deepspeed --num_gpus "$ngpu" --master_port $((29500 + ngpu)) \
-    "$REPO/roles/megatron_job/files/burnin_gpt.py" --ds-config "$work/ds_config.json" \
+    "$REPO/roles/megatron_launch/files/burnin_gpt.py" --ds-config "$work/ds_config.json" \
     --layers 24 --hidden 2048 --heads 16 --seq 2048 --vocab 50304 --steps 30 \
 ) >"$OUT/burnin-$ngpu.log" 2>&1
   echo "burn-in rc=$?"

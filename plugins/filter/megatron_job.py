@@ -10,6 +10,8 @@ that turns the package's JobError into AnsibleFilterError.
   builds __megatron_job_spec with it).
 * ``ds_config``, ``train_args``, ``train_arg_groups``, ``train_flags``, ``launch_args``,
   ``deepspeed_env``, ``deepspeed_env_lines``, ``job_summary``: built from a job spec.
+* ``job_files(spec, profile, hosts)``: every job file's content at once (the role renders its
+  templates from it).
 * ``hostfile_lines(hosts, slots)``, ``deepspeed_env_file_supported(profile)``.
 * ``sbatch_options(spec, job_name, output, ...)``, ``srun_args(spec)``, ``slurm_launch_summary(spec)``,
   ``slurm_rank_command(python, script)``: the slurm launch backend's sbatch script (_job_sbatch).
@@ -39,6 +41,7 @@ _SPEC_FILTERS: Dict[str, Callable[..., Any]] = {
     "deepspeed_env": _job_files.deepspeed_env,
     "deepspeed_env_lines": _job_files.deepspeed_env_lines,
     "job_summary": _job_spec.summary,
+    "job_files": _job_files.contents,
     "sbatch_options": _job_sbatch.sbatch_options,
     "srun_args": _job_sbatch.srun_args,
     "slurm_launch_summary": _job_sbatch.launch_summary,

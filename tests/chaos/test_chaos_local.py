@@ -35,7 +35,7 @@ from typing import Any, Dict, List
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-BURNIN = ROOT / "roles" / "megatron_job" / "files" / "burnin_gpt.py"
+BURNIN = ROOT / "roles" / "megatron_launch" / "files" / "burnin_gpt.py"
 SUPERVISOR = ROOT / "roles" / "supervisor" / "files" / "megatron_supervisor.py"
 HERE = pathlib.Path(__file__).resolve().parent
 NODES = ["n1", "n2", "n3"]

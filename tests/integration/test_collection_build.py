@@ -46,7 +46,7 @@ def installed(tmp_path_factory):
 
 # What a user of the collection runs, and what only developing it needs (galaxy.yml build_ignore
 # must keep the second list out; written here independently of galaxy.yml).
-SHIPPED = ("plugins/", "roles/", "playbooks/", "templates/", "meta/", "docs/", "inventories/prod/")
+SHIPPED = ("plugins/", "roles/", "playbooks/", "meta/", "docs/", "inventories/prod/")
 SHIPPED_FILES = ("README.md", "COPYING", "requirements.txt", "tests/wheelhouse/fill.py", "changelogs/changelog.yaml")
 DEV_ONLY = ("tests/unit/", "tests/integration/", "tests/fixtures/", "tests/mirror/", "tests/sanity/",
             "tests/support/", "tests/output/", "molecule/", "bench/", "scripts/", "inventories/sim/",

@@ -5,7 +5,7 @@
 parallel layouts (TP/PP/DP, ZeRO stages, micro and global batch) and the optional features,
 what validation judges is what the rendered files run.
 
-For each spec the real templates (templates/train.sh.j2, ds_config.json.j2, hostfile.j2) are
+For each spec the real templates (roles/megatron_job/templates: train.sh.j2, ds_config.json.j2, hostfile.j2) are
 rendered with the collection's filters, as the template module does, and read back:
 
 * train.sh by the train.sh reader (_job_script.parse_train_script): its pretrain_gpt.py
@@ -45,7 +45,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = 300
 
 # The template module's environment: trim_blocks, the final newline kept, Ansible's core filters.
-ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(REPO / "templates")), trim_blocks=True,
+ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(REPO / "roles" / "megatron_job" / "templates")), trim_blocks=True,
                          keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
 ENV.filters.update(CoreFilters().filters())
 ENV.filters.update({"megatron_ds.cluster." + name: f for name, f in JobFilters().filters().items()})
@@ -130,10 +130,11 @@ def job_specs(draw: Any) -> Dict[str, Any]:
 
 
 def render(template: str, job: Dict[str, Any], hosts: List[str]) -> str:
+    profile = _stack_profiles.get(job["stack_profile"])
     return ENV.get_template(template).render(
         __megatron_job_spec=job,
-        __megatron_job_profile=_stack_profiles.get(job["stack_profile"]),
-        __megatron_job_hosts=hosts,
+        __megatron_job_profile=profile,
+        __megatron_job_contents=ENV.filters["megatron_ds.cluster.job_files"](job, profile, hosts),
     )
 
 

@@ -15,8 +15,9 @@ import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .._stack import profiles as _stack_profiles
-from .args import ProfileArg, _prepare
+from .args import ProfileArg, _prepare, ds_config, launch_args, train_arg_groups
 from .schema import JobError
+from .spec import summary
 
 # DeepSpeed's pdsh runner puts .deepspeed_env values into `export K=V;` on the remote shell.
 # DS 0.15.2 (PR #5878) began wrapping every value in double quotes, DS 0.16.5 (PR #7071) only
@@ -159,6 +160,26 @@ def hostfile_lines(hosts: Sequence[str], slots: Any) -> List[str]:
         seen[name] = index
         lines.append("%s slots=%d" % (name, count))
     return lines
+
+
+def contents(spec: Mapping[str, Any], profile: ProfileArg, hosts: Sequence[str]) -> Dict[str, Any]:
+    """Everything the megatron_job role's four templates write, computed once from one spec.
+
+    The role computes this into one fact and the templates (train.sh, ds_config.json,
+    .deepspeed_env, hostfile) only lay it out, so each file's content has one builder and the
+    fact is what was written. ``hosts`` are the launcher's names for the nodes, in rank order.
+    """
+    job, prof = _prepare(spec, profile)
+    return {
+        "summary": summary(job),
+        "ds_config": ds_config(job, prof),
+        "launch_args": launch_args(job),
+        "train_arg_groups": train_arg_groups(job, prof),
+        "deepspeed_env": deepspeed_env(job, prof),
+        "deepspeed_env_lines": deepspeed_env_lines(job, prof),
+        "deepspeed_env_file_supported": deepspeed_env_file_supported(prof),
+        "hostfile_lines": hostfile_lines(hosts, job["gpus_per_node"]),
+    }
 
 
 # A hostfile line as DeepSpeed's launcher reads it (runner.py _parse_hostfile).

@@ -4,7 +4,7 @@
 """The Slurm side of a job: the ``#SBATCH`` options and the srun line of the sbatch script,
 from the same job spec as train.sh.
 
-The sbatch script (templates/job.sbatch.j2) runs what train.sh runs: the pretrain_gpt.py
+The sbatch script (roles/megatron_launch/templates/job.sbatch.j2) runs what train.sh runs: the pretrain_gpt.py
 arguments come from ``_job_args.train_arg_groups`` and the environment from
 ``_job_files.deepspeed_env``; only the start of the ranks differs. Under Slurm the ranks are
 the tasks of one ``srun`` step, one per GPU, and a small wrapper gives each of them the

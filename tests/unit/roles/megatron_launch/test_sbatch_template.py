@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, megatron_ds.cluster developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""templates/job.sbatch.j2 (the slurm launch backend) rendered over a table of job specs with the
+"""roles/megatron_launch/templates/job.sbatch.j2 (the slurm launch backend) rendered over a table of job specs with the
 role's own recipe (roles/megatron_launch/vars/main.yml __megatron_launch_sbatch_train), then RUN
 under a stand-in srun that starts every task the way Slurm does (SLURM_PROCID, SLURM_LOCALID,
 SLURM_NTASKS, SLURM_NTASKS_PER_NODE): what each rank received must be exactly what train.sh
@@ -30,8 +30,8 @@ from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import sp
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._stack import profiles as _stack_profiles
 from ansible_collections.megatron_ds.cluster.tests.unit.job_defaults import spec
 
-REPO = pathlib.Path(__file__).resolve().parents[3]
-ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(REPO / "templates")), trim_blocks=True,
+REPO = pathlib.Path(__file__).resolve().parents[4]
+ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(REPO / "roles" / "megatron_launch" / "templates")), trim_blocks=True,
                          keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
 ENV.filters.update(CoreFilters().filters())
 ENV.filters.update({"megatron_ds.cluster." + name: f for name, f in JobFilters().filters().items()})

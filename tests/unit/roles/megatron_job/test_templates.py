@@ -38,7 +38,7 @@ from ansible_collections.megatron_ds.cluster.plugins.module_utils._stack import 
 from ansible_collections.megatron_ds.cluster.tests.support.deepspeed_judge import judge
 from ansible_collections.megatron_ds.cluster.tests.unit.job_defaults import DS_MISSING, spec
 
-REPO = pathlib.Path(__file__).resolve().parents[3]
+REPO = pathlib.Path(__file__).resolve().parents[4]
 
 
 def hosts_for(job: Dict[str, Any]) -> List[str]:
@@ -47,7 +47,7 @@ def hosts_for(job: Dict[str, Any]) -> List[str]:
 
 # Rendered as the template module does: trim_blocks on, the final newline kept.
 ENV = jinja2.Environment(
-    loader=jinja2.FileSystemLoader(str(REPO / "templates")),
+    loader=jinja2.FileSystemLoader(str(REPO / "roles" / "megatron_job" / "templates")),
     trim_blocks=True,
     keep_trailing_newline=True,
     undefined=jinja2.StrictUndefined,
@@ -57,10 +57,12 @@ ENV.filters.update({"megatron_ds.cluster." + name: f for name, f in JobFilters()
 
 
 def render(template: str, job: Dict[str, Any], profile: str) -> str:
+    """As the role renders: the contents computed once (the job_files filter), then laid out."""
+    prof = _stack_profiles.get(profile)
     return ENV.get_template(template).render(
         __megatron_job_spec=job,
-        __megatron_job_profile=_stack_profiles.get(profile),
-        __megatron_job_hosts=hosts_for(job),
+        __megatron_job_profile=prof,
+        __megatron_job_contents=ENV.filters["megatron_ds.cluster.job_files"](job, prof, hosts_for(job)),
     )
 
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, megatron_ds.cluster developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""roles/megatron_job/files/burnin_gpt.py run for real: one CPU rank through deepspeed.initialize
+"""roles/megatron_launch/files/burnin_gpt.py run for real: one CPU rank through deepspeed.initialize
 (gloo), a few steps, its checkpoint and its PyTorch-profiler traces (the profile.yml path)."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Dict, List, Optional, Tuple
 
 import pytest
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[4] / "roles" / "megatron_job" / "files" / "burnin_gpt.py"
+SCRIPT = pathlib.Path(__file__).resolve().parents[4] / "roles" / "megatron_launch" / "files" / "burnin_gpt.py"
 
 
 def _deepspeed_error() -> Optional[str]:
