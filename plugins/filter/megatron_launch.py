@@ -12,6 +12,8 @@ The logic lives in module_utils/_launch/; each filter is a thin adapter.
 * ``burnin_report(results, nodes, ranks_per_node, threshold)`` and ``burnin_table(report)``.
 * ``checkpoint_shape(files)``: TP/PP/DP of a DeepSpeed checkpoint tag from its file names.
 * ``checkpoint_step(tag)``: global_stepN -> N.
+* ``checkpoint_judge(names, path, tag, expect, profile, no_pipeline_parallel)``: a resume's one
+  judgement of a tag, from the union of its file names on every node (_job.rules_features.judge_resume).
 * ``checkpoint_lacking(checkpoints, tag)``: the nodes that lack part of a checkpoint tag.
 * ``ssh_sweep(lines, addresses)``: the head node's ssh sweep, by node.
 * ``job_status(probes, head, rank0, record)`` and ``status_lines(status)``: status.yml's report.
@@ -27,6 +29,7 @@ from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import prelaunch as _launch_prelaunch
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import processes as _launch_processes
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import status as _launch_status
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import rules_features as _job_rules_features
 
 
 def _adapt(func: Callable[..., Any], name: str) -> Callable[..., Any]:
@@ -54,6 +57,7 @@ class FilterModule:
             "burnin_table": _launch_burnin.burnin_table,
             "checkpoint_shape": _launch_checkpoints.checkpoint_shape,
             "checkpoint_step": _launch_checkpoints.step_of,
+            "checkpoint_judge": _job_rules_features.judge_resume,
             "checkpoint_lacking": _launch_prelaunch.checkpoint_lacking,
             "ssh_sweep": _launch_prelaunch.parse_ssh_sweep,
             "job_status": _launch_status.job_status,

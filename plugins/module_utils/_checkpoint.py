@@ -57,7 +57,8 @@ _ZIP_EOCD = b"PK\x05\x06"
 # Reading the directory
 # --------------------------------------------------------------------------------------------
 def step_of(tag: Optional[str]) -> Optional[int]:
-    match = STEP_TAG.match(tag or "")
+    """global_step12 -> 12 (as `latest` holds it, surrounding whitespace included); else None."""
+    match = STEP_TAG.match(str(tag or "").strip())
     return int(match.group(1)) if match else None
 
 
@@ -356,6 +357,53 @@ def normalise_expect(expect: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
     return out
 
 
+def shape_mismatches(path: str, tag: str, layout: Mapping[str, Any], expect: Mapping[str, Any],
+                     whole: bool = True, fix: Optional[str] = None) -> List[str]:
+    """How tag ``tag`` (``classify``'s ``layout``) differs from the job ``expect`` describes, each with
+    what to do. ``whole``: the files are the whole tag, so TP, PP and DP can be judged; a node's
+    share of a scattered tag shows only its ZeRO stage and precision. ``fix``: what to do about a
+    layout change, where the caller knows the stack (default: DeepSpeed's universal checkpoint)."""
+    where = "%s/%s" % (path.rstrip("/"), tag)
+    out: List[str] = []
+    if whole:
+        hint = fix or UNIVERSAL_HINT.format(path=path.rstrip("/"), tag=tag)
+        for key, found in (("tensor_parallel", layout.get("tensor_parallel")),
+                           ("pipeline_parallel", layout.get("pipeline_parallel"))):
+            if key in expect and found is not None and found != expect[key]:
+                out.append("%s was saved with %s=%d, expected %d: a TP/PP change needs a conversion: %s" % (
+                    where, key, found, expect[key], hint))
+        stage = layout.get("zero_stage")
+        found_dp = layout.get("data_parallel")
+        if "data_parallel" in expect and found_dp is not None and found_dp != expect["data_parallel"]:
+            if stage == 0:
+                pass  # ZeRO-0 keeps whole optimizer state per model rank: any DP loads it.
+            else:
+                out.append("%s was saved with data_parallel=%d (ZeRO optimizer shards per rank), expected %d: "
+                           "ZeRO-%s shards do not load at another DP size; %s" % (
+                               where, found_dp, expect["data_parallel"],
+                               stage if stage is not None else "/".join(str(s) for s in layout["zero_stage_candidates"]),
+                               hint))
+    if "zero_stage" in expect and expect["zero_stage"] not in layout["zero_stage_candidates"]:
+        out.append("%s was saved with ZeRO stage %s, expected %d: resume with the stage it was saved with, "
+                   "or %s" % (where, "/".join(str(s) for s in layout["zero_stage_candidates"]), expect["zero_stage"],
+                              UNIVERSAL_HINT.format(path=path.rstrip("/"), tag=tag)))
+    if "precision" in expect and layout.get("precision") and layout["precision"] != expect["precision"]:
+        out.append("%s was saved in %s (%s), expected %s" % (
+            where, layout["precision"], layout.get("precision_source"), expect["precision"]))
+    return out
+
+
+def judge_listing(names: Iterable[str], path: str, tag: str, expect: Optional[Mapping[str, Any]],
+                  fix: Optional[str] = None) -> Dict[str, Any]:
+    """The layout of tag ``tag`` of checkpoint directory ``path``, from the union of its file names
+    on every node, and how it differs from ``expect`` (``normalise_expect``'s keys): the one
+    judgement a resume makes before anything is copied (``_job.rules_features.judge_resume`` adds
+    the stack's fix and the model form). ``{layout, mismatches}``."""
+    layout = classify(sorted(set(os.path.basename(str(name)) for name in names)))
+    return {"layout": public_layout(layout),
+            "mismatches": shape_mismatches(path, tag, layout, normalise_expect(expect), fix=fix)}
+
+
 def tag_problems(path: str, tag: str, files: Mapping[str, Mapping[str, Any]], layout: Mapping[str, Any],
                  expect: Mapping[str, Any], ranks: Optional[Sequence[int]] = None) -> Tuple[List[str], List[str]]:
     """(problems, mismatches) of one tag: missing, empty, damaged files; shape against ``expect``."""
@@ -410,31 +458,7 @@ def tag_problems(path: str, tag: str, files: Mapping[str, Mapping[str, Any]], la
             if tp_found and rank not in layers:
                 problems.append("%s has no layer_XX-model_%02d-model_states.pt files for tensor rank %d" % (where, rank, rank))
 
-    if ranks is None:
-        hint = UNIVERSAL_HINT.format(path=path.rstrip("/"), tag=tag)
-        for key, found in (("tensor_parallel", layout.get("tensor_parallel")),
-                           ("pipeline_parallel", layout.get("pipeline_parallel"))):
-            if key in expect and found is not None and found != expect[key]:
-                mismatches.append("%s was saved with %s=%d, expected %d: a TP/PP change needs a conversion: %s" % (
-                    where, key, found, expect[key], hint))
-        stage = layout.get("zero_stage")
-        found_dp = layout.get("data_parallel")
-        if "data_parallel" in expect and found_dp is not None and found_dp != expect["data_parallel"]:
-            if stage == 0:
-                pass  # ZeRO-0 keeps whole optimizer state per model rank: any DP loads it.
-            else:
-                mismatches.append("%s was saved with data_parallel=%d (ZeRO optimizer shards per rank), expected %d: "
-                                  "ZeRO-%s shards do not load at another DP size; %s" % (
-                                      where, found_dp, expect["data_parallel"],
-                                      stage if stage is not None else "/".join(str(s) for s in layout["zero_stage_candidates"]),
-                                      hint))
-    if "zero_stage" in expect and expect["zero_stage"] not in layout["zero_stage_candidates"]:
-        mismatches.append("%s was saved with ZeRO stage %s, expected %d: resume with the stage it was saved with, "
-                          "or %s" % (where, "/".join(str(s) for s in layout["zero_stage_candidates"]), expect["zero_stage"],
-                                     UNIVERSAL_HINT.format(path=path.rstrip("/"), tag=tag)))
-    if "precision" in expect and layout.get("precision") and layout["precision"] != expect["precision"]:
-        mismatches.append("%s was saved in %s (%s), expected %s" % (
-            where, layout["precision"], layout.get("precision_source"), expect["precision"]))
+    mismatches.extend(shape_mismatches(path, tag, layout, expect, whole=ranks is None))
     return problems, mismatches
 
 

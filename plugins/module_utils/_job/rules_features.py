@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
 
+from .. import _checkpoint
 from .._stack import profiles as _stack_profiles
 from .args import PRECISION_FLAGS
 from .findings import finding
@@ -251,6 +252,49 @@ def check_precision(spec: Mapping[str, Any], ds: Optional[Dict[str, Any]], extra
     ))
 
 
+def universal_fix(deepspeed_version: Optional[str], era: str, ck_tp: Any, ck_pp: Any,
+                  source: str = "<save>/global_stepN") -> str:
+    """What to do about a checkpoint saved with another layout (TP/PP, or DP under ZeRO), for the
+    stack at hand: convert with DeepSpeed's universal checkpoint where both DeepSpeed (>= 0.12,
+    ds_to_universal) and the Megatron-DeepSpeed era (--universal-checkpoint) have it, else resume
+    with the saved shape. ``source``: the tag to convert."""
+    has_universal = deepspeed_version is not None and not version_lt(deepspeed_version, UNIVERSAL_CHECKPOINT_MIN_DEEPSPEED)
+    if has_universal and era == HEAD:
+        return ("convert once with DeepSpeed's universal checkpoint: python -m deepspeed.checkpoint.ds_to_universal "
+                "--input_folder %s --output_folder %s_universal "
+                "(Megatron-DeepSpeed on PYTHONPATH), then resume with --universal-checkpoint "
+                "(megatron_job_extra_args: ['--universal-checkpoint'])" % (source, source))
+    if has_universal:
+        return ("refuse: DeepSpeed %s has ds_to_universal, but the before_rebase Megatron-DeepSpeed "
+                "has no --universal-checkpoint; resume with TP %s PP %s, or move to the HEAD stack"
+                % (deepspeed_version, ck_tp, ck_pp))
+    return ("refuse: DeepSpeed <0.12 has no universal checkpoint (found %s); resume with TP %s PP %s, "
+            "or upgrade DeepSpeed (>= %s) and convert with ds_to_universal"
+            % (deepspeed_version or "unknown version", ck_tp, ck_pp, UNIVERSAL_CHECKPOINT_MIN_DEEPSPEED))
+
+
+def judge_resume(names: Iterable[str], path: str, tag: str, expect: Mapping[str, Any], profile: Any,
+                 no_pipeline_parallel: Optional[bool] = None) -> Dict[str, Any]:
+    """A resume's one judgement of checkpoint tag ``tag``: its layout from the union of its file
+    names on every node (``_checkpoint.classify``) against the job's grid ``expect``, with the fix
+    the profile's DeepSpeed and Megatron-DeepSpeed allow, and the model form (a tag saved with or
+    without --no-pipeline-parallel loads only into the same form). ``{layout, mismatches}``."""
+    names = list(names)
+    layout = _checkpoint.classify(sorted(set(str(name).rsplit("/", 1)[-1] for name in names)))
+    fix = universal_fix(_stack_profiles.deepspeed_pin(profile), _stack_profiles.mds_era(profile),
+                        layout.get("tensor_parallel"), layout.get("pipeline_parallel"),
+                        source="%s/%s" % (str(path).rstrip("/"), tag))
+    judged = _checkpoint.judge_listing(names, path, tag, expect, fix=fix)
+    if no_pipeline_parallel is not None and layout.get("tensor_parallel") is not None \
+            and (not layout["pipeline"]) != bool(no_pipeline_parallel):
+        judged["mismatches"].insert(0, (
+            "%s/%s was saved %s --no-pipeline-parallel and the job runs %s it: a model saved in one form cannot be "
+            "converted to the other (not even by the universal checkpoint); resume with the form it was saved in"
+            % (str(path).rstrip("/"), tag, "with" if not layout["pipeline"] else "without",
+               "with" if no_pipeline_parallel else "without")))
+    return judged
+
+
 def check_checkpoints(spec: Mapping[str, Any], flags: Mapping[str, Any], resume: Optional[Mapping[str, Any]],
                       tp: int, pp: int, deepspeed_version: Optional[str], era: str,
                       add: Callable[[Dict[str, str]], None]) -> None:
@@ -279,20 +323,7 @@ def check_checkpoints(spec: Mapping[str, Any], flags: Mapping[str, Any], resume:
         add(finding("checkpoint TP/PP == job TP/PP", "pass", "resume", "TP %s PP %s" % (ck_tp, ck_pp),
                     "TP %d PP %d" % (tp, pp)))
         return
-    has_universal = deepspeed_version is not None and not version_lt(deepspeed_version, UNIVERSAL_CHECKPOINT_MIN_DEEPSPEED)
-    if has_universal and era == HEAD:
-        fix = ("convert once with DeepSpeed's universal checkpoint: python -m deepspeed.checkpoint.ds_to_universal "
-               "--input_folder <save>/global_stepN --output_folder <save>/global_stepN_universal "
-               "(Megatron-DeepSpeed on PYTHONPATH), then resume with --universal-checkpoint "
-               "(megatron_job_extra_args: ['--universal-checkpoint'])")
-    elif has_universal:
-        fix = ("refuse: DeepSpeed %s has ds_to_universal, but the before_rebase Megatron-DeepSpeed "
-               "has no --universal-checkpoint; resume with TP %s PP %s, or move to the HEAD stack"
-               % (deepspeed_version, ck_tp, ck_pp))
-    else:
-        fix = ("refuse: DeepSpeed <0.12 has no universal checkpoint (found %s); resume with TP %s PP %s, "
-               "or upgrade DeepSpeed (>= %s) and convert with ds_to_universal"
-               % (deepspeed_version or "unknown version", ck_tp, ck_pp, UNIVERSAL_CHECKPOINT_MIN_DEEPSPEED))
+    fix = universal_fix(deepspeed_version, era, ck_tp, ck_pp)
     add(finding(
         "checkpoint TP/PP == job TP/PP", "fail", "resume", "checkpoint TP %s PP %s" % (ck_tp, ck_pp),
         "TP %d PP %d (the job)" % (tp, pp),

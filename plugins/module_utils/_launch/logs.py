@@ -15,7 +15,7 @@ import re
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from .._mds.log import parse_iteration, parse_number
-from .checkpoints import _STEP_TAG
+from .._checkpoint import STEP_TAG as _STEP_TAG
 
 
 # The launcher wrapper appends this line when the DeepSpeed runner exits (start task of the
@@ -28,7 +28,7 @@ _MEGATRON_SAVED = re.compile(r"successfully saved checkpoint at iteration\s+(\d+
 _MEGATRON_LOADED = re.compile(r"successfully loaded checkpoint from (\S+) .*?at iteration (\d+)")
 _MEGATRON_SIGTERM = "exiting program after receiving SIGTERM"
 
-# The burn-in (roles/megatron_job/files/burnin_gpt.py)
+# The burn-in (roles/megatron_launch/files/burnin_gpt.py)
 _BURNIN_STEP = re.compile(r"BURNIN step=(\d+) loss=([-+0-9.eEnaif]+) step_time=([0-9.]+)s tokens_per_s_per_rank=([0-9.]+)")
 _RESULT_TAG = "BURNIN_RESULT "
 _BURNIN_CHECKPOINT = re.compile(r"BURNIN checkpoint (\S+) \((\w+)\)")

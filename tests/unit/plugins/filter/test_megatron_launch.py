@@ -23,6 +23,8 @@ FILTERS = FilterModule().filters()
     ("required_files", ([], "w", "f"), []),
     ("checkpoint_step", ("global_step3",), 3),
     ("ssh_sweep", (["ok a"], {"n": "a"}), {"n": {"rc": 0, "msg": ""}}),
+    ("checkpoint_shape", (["mp_rank_00_model_states.pt", "mp_rank_01_model_states.pt"],),
+     {"layout": "deepspeed", "tp": 2, "pp": 1, "dp": None, "no_pipeline_parallel": True, "files": 2}),
 ])
 def test_filters(name, args, expected):
     assert FILTERS[name](*args) == expected
@@ -30,7 +32,16 @@ def test_filters(name, args, expected):
 
 @pytest.mark.parametrize("name, args", [("rank_pattern", ("",)), ("checkpoint_shape", (None,)),
                                         ("required_files", (["/d/x", ""], "w", "f")),
-                                        ("required_files", ([None], "w", "f"))])
+                                        ("required_files", ([None], "w", "f")),
+                                        # an expect key megatron_checkpoint_info does not know
+                                        ("checkpoint_judge", ([], "/ck", "global_step1", {"tp": 1}, "cu130"))])
 def test_errors_become_filter_errors(name, args):
     with pytest.raises(AnsibleFilterError, match="megatron_ds.cluster.%s" % name):
         FILTERS[name](*args)
+
+
+def test_checkpoint_judge_is_the_resume_judgement():
+    got = FILTERS["checkpoint_judge"](["mp_rank_00_model_states.pt", "mp_rank_01_model_states.pt"], "/ck", "global_step5",
+                                      {"world_size": 2, "tensor_parallel": 1, "pipeline_parallel": 1}, "cu130", True)
+    assert got["layout"]["tensor_parallel"] == 2
+    assert len(got["mismatches"]) == 1 and "ds_to_universal --input_folder /ck/global_step5" in got["mismatches"][0]

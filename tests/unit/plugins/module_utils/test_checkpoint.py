@@ -473,3 +473,63 @@ def test_real_checkpoint_lost_shard_found_by_loaded_ds_config(real_checkpoints, 
     report = load_with_torch(report)
     assert not report["ok"] and report["layout"]["zero_stage"] == 1
     assert any("zero_pp_rank_0_mp_rank_00_optim_states.pt" in p for p in report["problems"]), report["problems"]
+
+
+# ---------------------------------------------------------------- a resume's judgement of a listing
+def _mp(n):
+    return ["mp_rank_%02d_model_states.pt" % i for i in range(n)]
+
+
+def _optim(dp, mp=1, prefix=""):
+    return ["%szero_pp_rank_%d_mp_rank_%02d_optim_states.pt" % (prefix, d, m) for d in range(dp) for m in range(mp)]
+
+
+def _layers(tp, layers=(1, 2, 3)):
+    return ["layer_%02d-model_%02d-model_states.pt" % (layer, t) for layer in layers for t in range(tp)]
+
+
+@pytest.mark.parametrize("names, expect, wanted", [
+    # the same grid: nothing to say
+    (_mp(1) + _optim(6), dict(world_size=6, tensor_parallel=1, pipeline_parallel=1, zero_stage=1), []),
+    # two nodes' shares together make the whole tag (what resume.yml passes: the union)
+    (_mp(1) + _optim(3) + _optim(6)[3:], dict(world_size=6, tensor_parallel=1, pipeline_parallel=1, zero_stage=1), []),
+    # TP 2 saved, TP 1 job (the molecule negative case)
+    (_mp(2), dict(world_size=6, tensor_parallel=1, pipeline_parallel=1, zero_stage=0),
+     ["tensor_parallel=2, expected 1"]),
+    # PP 2 saved with the pipeline engine, PP 1 job
+    (_layers(1) + _mp(2) + _optim(2, 2), dict(world_size=4, tensor_parallel=1, pipeline_parallel=1, zero_stage=1),
+     ["pipeline_parallel=2, expected 1", "data_parallel=2"]),
+    # ZeRO-1 shards of DP 3 into DP 2
+    (_mp(1) + _optim(3), dict(world_size=2, tensor_parallel=1, pipeline_parallel=1, zero_stage=1),
+     ["data_parallel=3 (ZeRO optimizer shards per rank), expected 2"]),
+    # ZeRO-0 loads at any DP, but not into a ZeRO-1 job
+    (_mp(1), dict(world_size=2, tensor_parallel=1, pipeline_parallel=1, zero_stage=0), []),
+    (_mp(1), dict(world_size=2, tensor_parallel=1, pipeline_parallel=1, zero_stage=1), ["ZeRO stage 0, expected 1"]),
+])
+def test_judge_listing_names_each_mismatch(names, expect, wanted):
+    got = ck.judge_listing(names, "/ck/", "global_step5", expect)
+    assert len(got["mismatches"]) == len(wanted), got["mismatches"]
+    for text, message in zip(wanted, got["mismatches"]):
+        assert text in message and message.startswith("/ck/global_step5 was saved with")
+    assert "_layers" not in got["layout"]
+
+
+def test_judge_listing_takes_the_callers_fix_and_paths():
+    got = ck.judge_listing(["/abs/ck/global_step5/" + n for n in _mp(2)], "/ck", "global_step5",
+                           dict(world_size=2, tensor_parallel=1, pipeline_parallel=1), fix="resume with TP 2")
+    assert got["layout"]["tensor_parallel"] == 2
+    assert got["mismatches"] == ["/ck/global_step5 was saved with tensor_parallel=2, expected 1: a TP/PP change needs "
+                                 "a conversion: resume with TP 2"]
+
+
+@pytest.mark.parametrize("ranks, tp_judged", [(None, True), ([0, 1], False)])
+def test_shape_mismatches_judges_tp_only_on_a_whole_tag(ranks, tp_judged):
+    layout = ck.classify(_mp(2))
+    out = ck.shape_mismatches("/ck", "global_step5", layout, dict(tensor_parallel=1, zero_stage=0),
+                              whole=ranks is None)
+    assert any("tensor_parallel=2" in m for m in out) is tp_judged
+
+
+@pytest.mark.parametrize("tag, step", [("global_step7", 7), (" global_step7\n", 7), ("iter_0000007", None), (None, None)])
+def test_step_of_reads_latest_as_written(tag, step):
+    assert ck.step_of(tag) == step
