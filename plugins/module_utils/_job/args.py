@@ -28,6 +28,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .._mds import args as _mds_args
 from .._stack import profiles as _stack_profiles
+from .._stack.versions import compare
 from .schema import JobError
 from .spec import derive, normalize
 
@@ -319,6 +320,27 @@ def train_flags(spec: Mapping[str, Any], profile: ProfileArg = None) -> List[str
     return [token for token in train_args(spec, profile) if token.startswith("--")]
 
 
+# DeepSpeed before 0.11.2 gives the pipeline engine (PipelineEngine, used unless
+# --no-pipeline-parallel) bf16 code paths that only its BF16 optimizer has: _exec_reduce_grads
+# calls optimizer.get_grads_for_reduction() and backward calls optimizer.clear_lp_grads()
+# whenever bf16 is on (v0.9.2 runtime/pipe/engine.py:242-257, 725-727). Under ZeRO-1 the engine
+# picks that optimizer only when gradients accumulate in fp32, and get_data_types keeps them in
+# bf16 under ZeRO unless data_types.grad_accum_dtype says fp32 (v0.9.2 runtime/engine.py:825-840,
+# 1106-1108), so the first step stops with an AttributeError of DeepSpeedZeroOptimizer. 0.11.2
+# tests the optimizer's type instead (using_bf16_optimizer, pipe/engine.py:79-80 and 266-271 at
+# v0.11.2; DeepSpeed PR #4516), and the ZeRO optimizer takes the ordinary all-reduce path.
+BF16_PIPE_ZERO_OPTIMIZER_SINCE = "0.11.2"
+
+
+def needs_fp32_grad_accum(zero_stage: Any, bf16: bool, pipeline_engine: bool, deepspeed_version: Optional[str]) -> bool:
+    """Whether this DeepSpeed needs ``data_types.grad_accum_dtype: fp32`` to run bf16 ZeRO-1 under
+    the pipeline engine (see BF16_PIPE_ZERO_OPTIMIZER_SINCE). An unknown version counts as newer:
+    the key then changes which optimizer DeepSpeed picks, so it is only written where needed."""
+    if not (bf16 and pipeline_engine and str(zero_stage) == "1" and deepspeed_version):
+        return False
+    return compare(str(deepspeed_version), BF16_PIPE_ZERO_OPTIMIZER_SINCE) < 0
+
+
 def ds_config_path(spec: Mapping[str, Any]) -> str:
     return str(spec["workdir"]).rstrip("/") + "/ds_config.json"
 
@@ -338,7 +360,7 @@ def ds_config(spec: Mapping[str, Any], profile: ProfileArg = None) -> Dict[str, 
     settings (the guide's AdamW block also disagreed with its own --weight-decay).
     """
     _refuse(spec, profile, command_line=False)
-    job = normalize(spec)
+    job, prof = _prepare(spec, profile)
     d = derive(job, strict=True)
     zero: Dict[str, Any] = {"stage": job["zero_stage"]}
     for part in ("offload_optimizer", "offload_param"):
@@ -363,6 +385,11 @@ def ds_config(spec: Mapping[str, Any], profile: ProfileArg = None) -> Dict[str, 
         fp16.update(loss_scale=0, initial_scale_power=job["fp16_initial_scale_power"],
                     loss_scale_window=1000, hysteresis=2, min_loss_scale=1)
     config["fp16"] = fp16
+    if needs_fp32_grad_accum(job["zero_stage"], job["precision"] == "bf16", not job["no_pipeline_parallel"],
+                             _stack_profiles.deepspeed_pin(prof)):
+        # Selects DeepSpeed's BF16 optimizer, the one its pipeline engine expects under bf16
+        # before 0.11.2 (BF16_PIPE_ZERO_OPTIMIZER_SINCE); master weights and gradients in fp32.
+        config["data_types"] = {"grad_accum_dtype": "fp32"}
     if job["activation_checkpointing"]:
         config["activation_checkpointing"] = {
             "partition_activations": job["partition_activations"],

@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
 
 from .. import _checkpoint
 from .._stack import profiles as _stack_profiles
-from .args import PRECISION_FLAGS
+from .args import BF16_PIPE_ZERO_OPTIMIZER_SINCE, PRECISION_FLAGS, needs_fp32_grad_accum
 from .findings import finding
 from .memory import version_lt
 from .schema import PREFIX, ZERO_STAGES
@@ -155,6 +155,24 @@ def check_zero(spec: Mapping[str, Any], ds: Optional[Dict[str, Any]], flags: Map
         add(finding("ZeRO stage vs pipeline engine", "pass", "zero",
                     "ZeRO-%d, %s" % (stage, "pipeline engine" if ds_pipeline else "--no-pipeline-parallel"),
                     "ZeRO-2/3 only with --no-pipeline-parallel"))
+    if ds is not None:
+        bf16 = bool(enabled(ds.get("bf16")) or enabled(ds.get("bfloat16")))
+        if needs_fp32_grad_accum(stage, bf16, ds_pipeline, deepspeed_version):
+            data_types = ds.get("data_types") if isinstance(ds.get("data_types"), Mapping) else {}
+            accum = data_types.get("grad_accum_dtype")
+            ok = str(accum).lower() == "fp32"
+            add(finding(
+                "bf16 ZeRO-1 pipeline optimizer", "pass" if ok else "fail", "zero",
+                "DeepSpeed %s, bf16, ZeRO-1, pipeline engine, data_types.grad_accum_dtype %s" % (
+                    deepspeed_version, "fp32" if ok else ("missing" if accum is None else accum)),
+                'ds_config "data_types": {"grad_accum_dtype": "fp32"}',
+                "" if ok else (
+                    "DeepSpeed %s keeps bf16 gradient accumulation under ZeRO and so wraps the optimizer in its "
+                    "ZeRO optimizer, but its pipeline engine calls clear_lp_grads() and get_grads_for_reduction(), "
+                    "which only the BF16 optimizer has: the first step stops with an AttributeError. Add "
+                    '"data_types": {"grad_accum_dtype": "fp32"} to ds_config.json (the megatron_job role writes '
+                    "it), or use DeepSpeed >= %s" % (deepspeed_version, BF16_PIPE_ZERO_OPTIMIZER_SINCE)),
+            ))
     if ds is not None:
         if from_script and "zero_stage" not in explicit:
             found = "--zero-stage not given (Megatron default 1)"

@@ -2,13 +2,21 @@
 # Copyright: (c) 2026, megatron_ds.cluster developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """_job.rules_features: the resume judgement resume.yml makes once, before anything is copied
-(judge_resume), and the fix it gives for a layout change per stack (universal_fix). The
-validation's own checkpoint rule (check_checkpoints) is tabled in test_rules.py."""
+(judge_resume), the fix it gives for a layout change per stack (universal_fix), and bf16 ZeRO-1
+under the pipeline engine of DeepSpeed < 0.11.2 (the renderer's data_types key and the rule for a
+user's own ds_config). The other rules are tabled in test_rules.py."""
 from __future__ import annotations
 
-import pytest
+import pathlib
 
+import pytest
+import yaml
+
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import args as _job_args
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import rules as _job_rules
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import rules_features as rf
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import spec as _job_spec
+from ansible_collections.megatron_ds.cluster.tests.support import deepspeed_092
 
 MP2 = ["mp_rank_00_model_states.pt", "mp_rank_01_model_states.pt"]
 PIPE = ["layer_01-model_00-model_states.pt", "mp_rank_00_model_states.pt",
@@ -56,3 +64,75 @@ def test_judge_resume(names, profile, form, wanted):
 def test_judge_resume_of_an_unreadable_tag_says_nothing_about_form():
     got = rf.judge_resume(["model_optim_rng.pt"], "/ck", "global_step5", GRID, "cu130", True)
     assert got["layout"]["kind"] == "unknown" and got["mismatches"] == []
+
+
+# ------------------------------------- bf16 + ZeRO-1 under the pipeline engine, DeepSpeed < 0.11.2
+REPO = pathlib.Path(__file__).resolve().parents[5]
+
+
+def _prod_spec():
+    """inventories/prod's job: its megatron_job_* variables, 8 nodes, its stack profile."""
+    data = yaml.safe_load((REPO / "inventories" / "prod" / "group_vars" / "all.yml").read_text())
+    job = {k[len("megatron_job_"):]: v for k, v in data.items() if k.startswith("megatron_job_")}
+    job["stack_profile"] = data["megatron_stack_profile"]
+    return _job_spec.normalize(job, nodes=8)
+
+
+@pytest.mark.parametrize("version, stage, bf16, pipeline, needed", [
+    ("0.9.2", 1, True, True, True),
+    ("0.11.1", 1, True, True, True),
+    ("0.11.2", 1, True, True, False),      # using_bf16_optimizer (DeepSpeed PR #4516)
+    ("0.19.6", 1, True, True, False),
+    ("0.9.2", 0, True, True, False),       # no ZeRO: bf16 accumulates in fp32 already
+    ("0.9.2", 2, True, False, False),
+    ("0.9.2", 1, False, True, False),      # fp16/fp32: no bf16 code path
+    ("0.9.2", 1, True, False, False),      # --no-pipeline-parallel: the plain engine
+    (None, 1, True, True, False),          # unknown: the key would change the optimizer, so not written
+])
+def test_needs_fp32_grad_accum(version, stage, bf16, pipeline, needed):
+    assert _job_args.needs_fp32_grad_accum(stage, bf16, pipeline, version) is needed
+
+
+def test_the_prod_job_renders_a_ds_config_deepspeed_092_can_step():
+    job = _prod_spec()
+    assert (job["stack_profile"], job["precision"], job["zero_stage"], job["no_pipeline_parallel"]) == ("cu117", "bf16", 1, False)
+    ds = _job_args.ds_config(job)
+    assert ds["data_types"] == {"grad_accum_dtype": "fp32"}
+    assert deepspeed_092.optimizer_wrapper(ds) == deepspeed_092.BFLOAT16
+    assert deepspeed_092.pipeline_engine_steps(ds)
+    # the same file without the key is what crashed at step 1: the ZeRO optimizer
+    del ds["data_types"]
+    assert deepspeed_092.optimizer_wrapper(ds) == deepspeed_092.ZERO
+    assert not deepspeed_092.pipeline_engine_steps(ds)
+
+
+@pytest.mark.parametrize("profile, written", [("cu117", True), ("cu121", False), ("cu130", False)])
+def test_the_key_follows_the_profiles_deepspeed(profile, written):
+    assert ("data_types" in _job_args.ds_config(_prod_spec(), profile)) is written
+
+
+def _finding(findings, check):
+    return [f for f in findings if f["check"] == check]
+
+
+@pytest.mark.parametrize("data_types, version, status", [
+    ({"grad_accum_dtype": "fp32"}, "0.9.2", "pass"),
+    (None, "0.9.2", "fail"),
+    ({"grad_accum_dtype": "bf16"}, "0.9.2", "fail"),
+    (None, "0.11.2", None),                # not judged: this DeepSpeed steps with the ZeRO optimizer
+])
+def test_a_users_ds_config_without_the_key_fails_naming_version_key_and_fix(data_types, version, status):
+    job = _prod_spec()
+    ds = _job_args.ds_config(job, "cu130")
+    if data_types is not None:
+        ds["data_types"] = data_types
+    got = _finding(_job_rules.validate(job, ds, {"nodes": 8, "gpus_per_node": 8}, None, version),
+                   "bf16 ZeRO-1 pipeline optimizer")
+    if status is None:
+        assert got == []
+        return
+    assert [f["status"] for f in got] == [status]
+    if status == "fail":
+        assert "DeepSpeed %s" % version in got[0]["found"]
+        assert '"data_types": {"grad_accum_dtype": "fp32"}' in got[0]["fix"]
+        assert ">= 0.11.2" in got[0]["fix"]
