@@ -374,8 +374,9 @@ ansible_facts:
             files:
               description:
                 - The installed files against pip's C(RECORD) in the dist-info, with either O(python_probe);
-                  every file listed with a size must exist with that size (missing, cut short or grown files;
-                  a same-size overwrite is not seen). No process is started; an C(.egg-info) install has no RECORD.
+                  every file listed with a size must exist with that size (missing, cut short or grown files),
+                  and a file written after pip wrote C(RECORD) must still have its recorded sha256 (a same-size
+                  edit). No process is started; an C(.egg-info) install has no RECORD.
               type: dict
               contains:
                 source:
@@ -394,6 +395,12 @@ ansible_facts:
                 error:
                   description: Why the files could not be compared, or null.
                   type: str
+                hashed:
+                  description: Files written after the install that were hashed.
+                  type: int
+                unhashed:
+                  description: Files written after the install left unhashed by the per-call budget (512 MiB).
+                  type: int
         deepspeed:
           description: DeepSpeed in the venv.
           type: dict
@@ -416,8 +423,9 @@ ansible_facts:
             files:
               description:
                 - The installed files against pip's C(RECORD) in the dist-info, with either O(python_probe);
-                  every file listed with a size must exist with that size (missing, cut short or grown files;
-                  a same-size overwrite is not seen). No process is started; an C(.egg-info) install has no RECORD.
+                  every file listed with a size must exist with that size (missing, cut short or grown files),
+                  and a file written after pip wrote C(RECORD) must still have its recorded sha256 (a same-size
+                  edit). No process is started; an C(.egg-info) install has no RECORD.
               type: dict
               contains:
                 source:
@@ -436,6 +444,12 @@ ansible_facts:
                 error:
                   description: Why the files could not be compared, or null.
                   type: str
+                hashed:
+                  description: Files written after the install that were hashed.
+                  type: int
+                unhashed:
+                  description: Files written after the install left unhashed by the per-call budget (512 MiB).
+                  type: int
         venv:
           description: The venv given.
           type: str
@@ -495,8 +509,9 @@ ansible_facts:
             files:
               description:
                 - The installed files against pip's C(RECORD) in the dist-info, with either O(python_probe);
-                  every file listed with a size must exist with that size (missing, cut short or grown files;
-                  a same-size overwrite is not seen). No process is started; an C(.egg-info) install has no RECORD.
+                  every file listed with a size must exist with that size (missing, cut short or grown files),
+                  and a file written after pip wrote C(RECORD) must still have its recorded sha256 (a same-size
+                  edit). No process is started; an C(.egg-info) install has no RECORD.
               type: dict
               contains:
                 source:
@@ -515,6 +530,58 @@ ansible_facts:
                 error:
                   description: Why the files could not be compared, or null.
                   type: str
+                hashed:
+                  description: Files written after the install that were hashed.
+                  type: int
+                unhashed:
+                  description: Files written after the install left unhashed by the per-call budget (512 MiB).
+                  type: int
+        packages:
+          description:
+            - Every distribution of the venv (C(lib/python3*/site-packages)), read from files with either
+              O(python_probe), for the cross-node comparison and the RECORD check of the packages that
+              torch, DeepSpeed and apex do not cover.
+          type: dict
+          contains:
+            installed:
+              description: Normalized distribution name (PEP 503, with C(_)) to version; a name installed twice gives both, comma separated.
+              type: dict
+              sample: {"numpy": "2.2.6", "torch": "2.13.0+cpu", "typing_extensions": "4.16.0"}
+            files:
+              description: The RECORD check of every other distribution, as for C(torch.files), summed.
+              type: dict
+              contains:
+                source:
+                  description: What was compared.
+                  type: str
+                checked:
+                  description: How many files were compared.
+                  type: int
+                bad_count:
+                  description: How many of them are missing or differ.
+                  type: int
+                bad:
+                  description:
+                    - "The first five, each prefixed with the distribution, for example
+                      C(numpy 2.2.6: numpy/_core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so: 4096 bytes, RECORD says 10578456)."
+                  type: list
+                  elements: str
+                error:
+                  description: The first distribution whose files could not be compared, and why; or null.
+                  type: str
+                distributions:
+                  description: How many distributions were compared.
+                  type: int
+                bad_distributions:
+                  description: C(name==version) of every distribution with a bad file, for the reinstall.
+                  type: list
+                  elements: str
+                hashed:
+                  description: Files written after the install that were hashed.
+                  type: int
+                unhashed:
+                  description: Files written after the install left unhashed by the per-call budget.
+                  type: int
         infiniband:
           description: RDMA devices from C(/sys/class/infiniband) and GPUDirect modules from C(/proc/modules).
           type: dict

@@ -58,5 +58,5 @@ def optimizer_wrapper(ds_config: Mapping[str, Any]) -> Any:
 
 def pipeline_engine_steps(ds_config: Mapping[str, Any]) -> bool:
     """Whether the 0.9.2 pipeline engine gets through a step: with bf16 it needs the BF16 optimizer."""
-    model, _ = data_types(ds_config)
+    model = data_types(ds_config)[0]
     return model != "bf16" or optimizer_wrapper(ds_config) == BFLOAT16

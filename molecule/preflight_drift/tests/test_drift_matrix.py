@@ -71,7 +71,7 @@ def test_clean_cluster_passes_the_preflight_playbook(cluster: Cluster, clean_pla
     for check in ("facts.gathered", "python.version", "torch.version", "deepspeed.version",
                   "megatron_deepspeed.present", "same.python", "same.torch", "same.deepspeed",
                   "same.megatron_commit", "same.venv", "same.python_executable", "clock.sync", "ssh.from_head",
-                  "torch.files", "deepspeed.files", "megatron_deepspeed.files"):
+                  "torch.files", "deepspeed.files", "megatron_deepspeed.files", "packages.files", "same.packages"):
         assert _statuses(rows, check) == {"pass"}, "%s: %s" % (check, [r for r in rows if r.check == check])
 
 
@@ -252,12 +252,34 @@ def _checkout_file(cluster: Cluster, node: str) -> str:
     return cluster.megatron_dir + "/megatron/__init__.py"
 
 
+def _deepspeed_engine(cluster: Cluster, node: str) -> str:
+    return _site_packages(cluster, node) + "/deepspeed/runtime/engine.py"
+
+
+def _numpy_core(cluster: Cluster, node: str) -> str:
+    return cluster.sh(node, "ls %s/numpy/_core/_multiarray_umath.cpython-*.so" % _site_packages(cluster, node)).split()[0]
+
+
+# numpy: `pip install numpy==<other>` on one node (a package outside torch and DeepSpeed).
+def _numpy_version(key: str) -> Callable[[Cluster, str], None]:
+    def change(cluster: Cluster, node: str) -> None:
+        version = cluster.stack[key] if key.startswith("preflight_drift_") else key
+        wheel = _wheel(cluster, node, "numpy-%s-cp311-*.whl" % version)
+        cluster.sh(node, "%s/bin/pip install --quiet --no-deps --no-index --no-compile %s" % (cluster.venv, wheel))
+
+    return change
+
+
 # torch: a shared library cut short (a full disk during an install, a copy stopped half way).
 TORCH_CUT = _damage(_torch_library, "truncate -s 4096 {path}")
 # DeepSpeed: a source file with a line appended (someone patched it in place).
 DEEPSPEED_PATCHED = _damage(_deepspeed_source, "echo '# local patch' >> {path}")
 # The checkout: one tracked file edited to other bytes of the same length (only the content tells).
 CHECKOUT_EDITED = _damage(_checkout_file, "sed -i 's/Stand-in/Stand-ON/' {path} && touch -d '2020-01-01' {path}")
+# DeepSpeed: a method renamed in place, the file's size unchanged (only its sha256 tells; issue 25).
+DEEPSPEED_SAME_SIZE = _damage(_deepspeed_engine, "sed -i 's/def forward(/def forwarx(/' {path}")
+# numpy's core extension cut short: a package other than torch, DeepSpeed and apex (issue 25).
+NUMPY_CUT = _damage(_numpy_core, "truncate -s 4096 {path}")
 
 CUDA = "cu117"
 DRIFTS = [
@@ -281,6 +303,10 @@ DRIFTS = [
     Drift("torch-library-cut-short", 1, "torch", ("torch.files",), *TORCH_CUT),
     Drift("deepspeed-file-patched", 2, "deepspeed", ("deepspeed.files",), *DEEPSPEED_PATCHED),
     Drift("checkout-file-edited", 1, "megatron_deepspeed", ("megatron_deepspeed.files",), *CHECKOUT_EDITED),
+    Drift("deepspeed-same-size-edit", 1, "deepspeed", ("deepspeed.files",), *DEEPSPEED_SAME_SIZE),
+    Drift("numpy-core-cut-short", 2, "packages", ("packages.files",), *NUMPY_CUT),
+    Drift("numpy-version", 1, "packages", ("same.packages",),
+          _numpy_version("preflight_drift_numpy_drift"), _numpy_version("2.4.6")),
 ]
 
 

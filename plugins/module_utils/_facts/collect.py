@@ -59,7 +59,7 @@ from .parsers import (
     parse_ulimit_l,
     summarize_gpus,
 )
-from .python_stack import PYTHON_PROBES, _empty_python_stack, collect_python_stack
+from .python_stack import PYTHON_PROBES, _empty_python_stack, collect_python_stack, empty_packages
 
 
 # --------------------------------------------------------------------------- collectors
@@ -615,6 +615,7 @@ def collect(host: Host, venv: Optional[str] = None, megatron_dir: Optional[str] 
         "venv": venv or None,
         "megatron_deepspeed": megatron,
         "apex": stack["apex"],
+        "packages": stack.get("packages") or empty_packages(),
         "infiniband": _guard(errors, "infiniband", _empty("infiniband"), collect_infiniband, host),
         "memlock": _guard(errors, "memlock", _empty("memlock"), collect_memlock, host, ssh_user, errors),
         "disk": _guard(errors, "disk", {}, collect_disk, host, list(disk_paths or [])),

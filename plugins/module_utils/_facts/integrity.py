@@ -6,11 +6,12 @@
 Runs inside gpu_stack_facts (standard library only, Python 3.8+, no process started):
 
 * a pip distribution: every file its ``RECORD`` lists with a size (pip writes path, sha256 and
-  size for each file it installs) must exist with that size. The sizes are compared, not the
-  hashes. A stat per file is cheap even for torch's ~20,000 files. Hashing gigabytes of shared
-  libraries is not. So a file that is missing, cut short or grown is found. A file overwritten
-  by other bytes of the same length is not; ``python_probe=import`` catches such a package when
-  it fails to import.
+  size for each file it installs) must exist with that size, and a file modified after the
+  install must still have its recorded sha256. pip writes RECORD last, so a file whose mtime is
+  newer than RECORD's was written afterwards; only those are hashed (up to
+  :data:`HASH_BUDGET` bytes per call), the rest is one stat each, cheap even for the ~45,000 files
+  of a training venv. So a file that is missing, cut short, grown, or edited to other bytes of
+  the same length is found. What escapes is an edit that also sets the mtime back.
 * a git checkout: every tracked file in git's index (``.git/index``, which records each file's
   size, mtime and blob id at checkout) must exist with the recorded size and type. A file
   whose mtime differs from the index (or is too recent for the index to vouch for it, as
@@ -23,11 +24,14 @@ Runs inside gpu_stack_facts (standard library only, Python 3.8+, no process star
   every regular file) and the tree is checked against it the way git checks its index: size and
   type always, the content hashed where the mtime moved.
 
-All three return the same shape: ``{"source", "checked", "bad_count", "bad", "error"}``. ``bad``
-holds the first :data:`SHOWN` problems, one line each (``path: missing``).
+All three return the same shape: ``{"source", "checked", "bad_count", "bad", "error"}`` (a RECORD
+check adds ``hashed`` and ``unhashed``: files modified after the install that were hashed, and
+that the budget left). ``bad`` holds the first :data:`SHOWN` problems, one line each
+(``path: missing``).
 """
 from __future__ import annotations
 
+import base64
 import csv
 import hashlib
 import io
@@ -38,6 +42,9 @@ import struct
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 SHOWN = 5
+# Bytes a RECORD check may hash per call (all distributions of a venv together): a venv copied
+# without its mtimes makes every file "newer", and hashing gigabytes would stall the facts call.
+HASH_BUDGET = 512 * 1024 * 1024
 # A RECORD or an index larger than this is not read (torch's RECORD is about 2 MB).
 _MAX_READ = 64 * 1024 * 1024
 
@@ -53,22 +60,51 @@ def _add(result: Dict[str, Any], problem: str) -> None:
 
 
 # --------------------------------------------------------------------------- pip's RECORD
-def parse_record(text: str) -> List[Tuple[str, Optional[int]]]:
-    """(path, size) for every line of a RECORD (CSV: path, hash, size). Lines without a size
-    (the RECORD itself, byte code pip compiled) give None."""
-    entries: List[Tuple[str, Optional[int]]] = []
+def parse_record_entries(text: str) -> List[Tuple[str, Optional[bytes], Optional[int]]]:
+    """(path, sha256 digest, size) for every line of a RECORD (CSV: path, ``sha256=<urlsafe
+    base64, unpadded>``, size; PEP 376 and the wheel spec). A missing, malformed or other-algorithm
+    hash gives None, and so does a missing size (the RECORD itself, byte code pip compiled)."""
+    entries: List[Tuple[str, Optional[bytes], Optional[int]]] = []
     for row in csv.reader(io.StringIO(text)):
         if not row or not row[0]:
             continue
         size = row[2].strip() if len(row) > 2 else ""
-        entries.append((row[0], int(size) if size.isdigit() else None))
+        algorithm, _sep, encoded = (row[1].strip() if len(row) > 1 else "").partition("=")
+        digest = None
+        if algorithm == "sha256" and encoded:
+            try:
+                digest = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
+            except (ValueError, TypeError):
+                digest = None
+            if digest is not None and len(digest) != 32:
+                digest = None
+        entries.append((row[0], digest, int(size) if size.isdigit() else None))
     return entries
 
 
-def check_record(read_bytes: Callable[[str], Optional[bytes]], real: Callable[[str], str], meta_dir: str) -> Dict[str, Any]:
+def parse_record(text: str) -> List[Tuple[str, Optional[int]]]:
+    """(path, size) for every line of a RECORD; see :func:`parse_record_entries`."""
+    return [(path, size) for path, _digest, size in parse_record_entries(text)]
+
+
+def _sha256(path: str) -> Optional[bytes]:
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1024 * 1024), b""):
+                digest.update(block)
+    except (IOError, OSError):
+        return None
+    return digest.digest()
+
+
+def check_record(read_bytes: Callable[[str], Optional[bytes]], real: Callable[[str], str], meta_dir: str,
+                 budget: Optional[List[int]] = None) -> Dict[str, Any]:
     """The files of the distribution whose metadata directory is ``meta_dir`` (a node path)
     against its RECORD. ``read_bytes`` reads a node path, ``real`` maps one to the path to stat
-    (the node's own path on a real node, a path under the test tree in tests).
+    (the node's own path on a real node, a path under the test tree in tests). ``budget``: a
+    one-item list of the bytes left to hash, shared by the calls of one facts run (default
+    :data:`HASH_BUDGET` for this call alone).
 
     An ``.egg-info`` has no RECORD (setup.py install): nothing to check, no error. A
     ``.dist-info`` without one is an error: pip always writes it.
@@ -80,21 +116,38 @@ def check_record(read_bytes: Callable[[str], Optional[bytes]], real: Callable[[s
     if data is None:
         return empty(record, "no RECORD in %s: installed without pip, or damaged" % meta_dir)
     result = empty(record)
+    result.update(hashed=0, unhashed=0)
+    left = budget if budget is not None else [HASH_BUDGET]
+    try:
+        installed = os.stat(real(record)).st_mtime
+    except OSError:
+        installed = None
     # Paths in RECORD are relative to site-packages (the dist-info's parent); scripts use '../../../bin/x'.
     site = os.path.dirname(meta_dir.rstrip("/"))
     base = real(site)
-    for path, size in parse_record(data.decode("utf-8", "replace")):
+    for path, digest, size in parse_record_entries(data.decode("utf-8", "replace")):
         if size is None:
             continue
         result["checked"] += 1
         full = real(path) if path.startswith("/") else os.path.normpath(os.path.join(base, path))
         try:
-            found = os.stat(full).st_size
+            found = os.stat(full)
         except OSError:
             _add(result, "%s: missing" % path)
             continue
-        if found != size:
-            _add(result, "%s: %d bytes, RECORD says %d" % (path, found, size))
+        if found.st_size != size:
+            _add(result, "%s: %d bytes, RECORD says %d" % (path, found.st_size, size))
+            continue
+        if digest is None or installed is None or found.st_mtime <= installed:
+            continue
+        # Written after pip wrote RECORD: only the content can say whether it changed.
+        if left[0] < size:
+            result["unhashed"] += 1
+            continue
+        left[0] -= size
+        result["hashed"] += 1
+        if _sha256(full) != digest:
+            _add(result, "%s: same size, other content than RECORD's sha256 (modified after the install)" % path)
     return result
 
 

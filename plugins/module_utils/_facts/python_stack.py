@@ -6,7 +6,8 @@
 Runs on the managed node: standard library only, Python 3.8+. Two ways to read the stack: from
 the venv's files alone (``python_probe=files``, the default, no process) or by importing the
 packages in the venv's python (``python_probe=import``, :data:`PROBE_SCRIPT`). Either way the
-installed files of torch, DeepSpeed and apex are checked against pip's RECORD (_integrity).
+installed files of every distribution in the venv are checked against pip's RECORD (_integrity),
+and the venv's full ``name -> version`` set is reported for the cross-node comparison.
 Like every collector, nothing here raises or changes the node.
 """
 from __future__ import annotations
@@ -140,10 +141,11 @@ def collect_python_stack(host: Host, venv: Optional[str], errors: List[str], pro
     """python/torch/deepspeed/apex of ``venv``: from its files (``probe='files'``, no process) or
     by importing them in the venv's python (``probe='import'``, seconds of CPU). Each of torch,
     deepspeed and apex carries ``files``, its installed files against pip's RECORD (empty when
-    there is nothing to check)."""
+    there is nothing to check), and ``packages`` covers every other distribution of the venv."""
     stack = _read_python_stack(host, venv, errors, probe)
     for name in CHECKED_DISTRIBUTIONS:
         stack[name].setdefault("files", _integrity.empty())
+    stack.setdefault("packages", empty_packages())
     return stack
 
 
@@ -458,17 +460,52 @@ def read_python_stack_files(host: Host, venv: str, python: str) -> Dict[str, Any
     return facts
 
 
-# The distributions whose installed files are checked against pip's RECORD: the training stack.
+# The training stack's distributions: each keeps its own ``files`` in its section (its own
+# preflight row and fix); every other distribution of the venv is reported under ``packages``.
 CHECKED_DISTRIBUTIONS = ("torch", "deepspeed", "apex")
 
 
+def empty_packages(error: Optional[str] = None) -> Dict[str, Any]:
+    return {"installed": {}, "files": _integrity.empty(error=error)}
+
+
 def add_installed_files(venv: "_Venv", facts: Dict[str, Any]) -> None:
-    """``files`` of the torch, deepspeed and apex sections: their installed files against pip's
-    RECORD (sizes; see _integrity). A few stat() calls per file, no process."""
+    """The whole venv against pip's RECORDs (sizes, and the sha256 of files written after the
+    install; see _integrity), sharing one hashing budget; no process.
+
+    * ``files`` of the torch, deepspeed and apex sections: their own distribution;
+    * ``packages``: ``installed`` (every distribution's normalized name -> version, the set the
+      preflight compares across nodes; a name installed twice gives both versions, comma
+      separated) and ``files``, every other distribution's check in one, each problem prefixed
+      with ``name version:``.
+    """
+    budget = [_integrity.HASH_BUDGET]
+    installed: Dict[str, str] = {}
+    others = _integrity.empty("every pip RECORD of the venv but torch, deepspeed and apex")
+    others.update(hashed=0, unhashed=0, distributions=0, bad_distributions=[])
+    own = dict((_dist_key(name), name) for name in CHECKED_DISTRIBUTIONS)
+    for key in sorted(venv.dists):
+        found = venv.dists[key]
+        versions = sorted(set(version for _path, version in found))
+        installed[key] = ",".join(versions)
+        meta_dir, version = found[0]
+        result = _integrity.check_record(venv.host.read_bytes, venv.host.path, meta_dir, budget)
+        if key in own:
+            facts[own[key]]["files"] = result
+            continue
+        if result["source"] is None and result["error"] is None:
+            continue  # an .egg-info: nothing recorded to compare
+        others["distributions"] += 1
+        for count in ("checked", "hashed", "unhashed"):
+            others[count] += result.get(count) or 0
+        if result["error"] and not others["error"]:
+            others["error"] = "%s %s: %s" % (key, version, result["error"])
+        others["bad_count"] += result["bad_count"]
+        if result["bad_count"]:
+            others["bad_distributions"].append("%s==%s" % (key, version))
+        for line in result["bad"]:
+            if len(others["bad"]) < _integrity.SHOWN:
+                others["bad"].append("%s %s: %s" % (key, version, line))
     for name in CHECKED_DISTRIBUTIONS:
-        _version, meta_dir, _versions = venv.dist(name)
-        section = facts[name]
-        if meta_dir is None:
-            section["files"] = _integrity.empty()
-        else:
-            section["files"] = _integrity.check_record(venv.host.read_bytes, venv.host.path, meta_dir)
+        facts[name].setdefault("files", _integrity.empty())
+    facts["packages"] = {"installed": installed, "files": others}

@@ -129,6 +129,65 @@ def cross_node_rows(ctx: _Context) -> List[Row]:
             if expected is None:
                 fix += " (decide which value is right and apply it everywhere)"
             rows.append(_row(check, FAIL, node, comp, value, want, fix))
+    rows.extend(package_rows(ctx))
+    return rows
+
+
+# Distributions the SAME table already compares (same.torch, same.deepspeed): left out of
+# same.packages so that one drift is reported once.
+_PACKAGES_COMPARED_ELSEWHERE = ("torch", "deepspeed")
+_NOT_INSTALLED = "(not installed)"
+# How many differing packages a same.packages row spells out.
+_PACKAGES_SHOWN = 8
+
+
+def package_rows(ctx: _Context) -> List[Row]:
+    """same.packages: every node's venv holds the same ``name==version`` set. Per distribution the
+    version most nodes have is the expected one; a node is named with each package it has at
+    another version, lacks, or has in addition."""
+    check, comp = "same.packages", "packages"
+    sets: "OrderedDict[str, Mapping[str, Any]]" = OrderedDict()
+    for node, facts in ctx.nodes.items():
+        installed = _get(facts, "packages", "installed")
+        if isinstance(installed, Mapping) and installed:
+            sets[node] = installed
+    if not sets:
+        return [_row(check, SKIP, ALL_NODES, comp, fix="no node reported its venv's packages")]
+    names = sorted(set(name for installed in sets.values() for name in installed)
+                   - set(_PACKAGES_COMPARED_ELSEWHERE))
+    differ: Dict[str, List[str]] = dict((node, []) for node in sets)
+    wanted: Dict[str, List[str]] = dict((node, []) for node in sets)
+    for name in names:
+        values: "OrderedDict[str, str]" = OrderedDict(
+            (node, _text(installed.get(name)) or _NOT_INSTALLED) for node, installed in sets.items())
+        expected, odd = _majority(values)
+        if expected is None and len(set(values.values())) == 1:
+            continue
+        for node in odd:
+            found = values[node]
+            if expected is None:
+                others = "; ".join("%s on %s" % (v, n) for n, v in values.items() if n != node)
+                differ[node].append("%s %s (no majority: %s)" % (name, found, others))
+                continue
+            differ[node].append("%s %s (the others: %s)" % (name, found, expected))
+            if expected != _NOT_INSTALLED:
+                wanted[node].append("'%s==%s'" % (name, expected))
+    rows: List[Row] = []
+    for node, installed in sets.items():
+        items = differ[node]
+        if not items:
+            rows.append(_row(check, PASS, node, comp, "%d packages" % len(installed), "the same name==version set on all nodes"))
+            continue
+        shown = "; ".join(items[:_PACKAGES_SHOWN])
+        if len(items) > _PACKAGES_SHOWN:
+            shown += "; ... (%d more)" % (len(items) - _PACKAGES_SHOWN)
+        venv = _text(_get(ctx.nodes[node], "venv")) or "<venv>"
+        fix = "make the venv on %s match the other nodes: %s" % (node, (
+            "%s/bin/pip install --no-deps %s" % (venv, " ".join(wanted[node])) if wanted[node]
+            else "%s/bin/pip uninstall the packages the other nodes lack" % venv))
+        fix += ", or run %s on %s, which installs the pinned set" % (_role("python_env"), node)
+        rows.append(_row(check, FAIL, node, comp, "%d package(s) differ: %s" % (len(items), shown),
+                         "the same name==version set on all nodes", fix))
     return rows
 
 

@@ -428,7 +428,9 @@ def _reinstall_fix(ctx: _Context, node: str, facts: Mapping[str, Any], component
 
 
 PIP_RECORD = "pip's RECORD"
-PIP_EXPECTED = "every file pip installed, at its recorded size"
+PIP_EXPECTED = "every file pip installed, at its recorded size (and sha256 where written since)"
+# The reinstall command a packages.files row gives names at most this many distributions.
+SHOWN_REINSTALL = 8
 
 
 def check_torch_files(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
@@ -448,6 +450,18 @@ def check_apex_files(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
     # Only a profile whose Megatron-DeepSpeed imports apex fails on it; elsewhere it is a warning.
     needed = ctx.cuda and bool(ctx.spec("megatron_deepspeed", "needs_apex"))
     return _files_row(ctx, node, facts, "apex.files", "apex", PIP_RECORD, PIP_EXPECTED, fix, FAIL if needed else WARN)
+
+
+def check_packages_files(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
+    """Every other distribution of the venv against its RECORD: numpy, pydantic, ... break torch or
+    DeepSpeed as surely as their own files do, and are checked the same way."""
+    venv = _text(_get(facts, "venv")) or "<venv>"
+    bad = [str(item) for item in (_get(facts, "packages", "files", "bad_distributions") or [])]
+    shown = " ".join("'%s'" % item for item in bad[:SHOWN_REINSTALL]) or "<name>==<version>"
+    fix = ("reinstall them on %s: %s/bin/pip install --force-reinstall --no-deps %s, then rerun "
+           "playbooks/preflight.yml (re-running playbooks/provision.yml alone keeps them: pip takes the "
+           "recorded versions as installed)" % (node, venv, shown))
+    return _files_row(ctx, node, facts, "packages.files", "packages", PIP_RECORD, PIP_EXPECTED, fix)
 
 
 def check_megatron_files(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
@@ -483,6 +497,7 @@ MATRIX_CHECKS: Sequence[NodeCheck] = (
     check_deepspeed_files,
     check_apex,
     check_apex_files,
+    check_packages_files,
     check_megatron,
     check_megatron_files,
 )

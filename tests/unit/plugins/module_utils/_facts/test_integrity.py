@@ -74,6 +74,12 @@ def _same_size(path: Path) -> None:
     path.write_bytes(bytes(reversed(data)))
 
 
+def _same_size_old_mtime(path: Path) -> None:
+    """The same edit with the file's mtime set back before the install: the one edit that escapes."""
+    _same_size(path)
+    os.utime(str(path), (1000000000, 1000000000))
+
+
 def _remove(path: Path) -> None:
     path.unlink()
 
@@ -83,19 +89,39 @@ def _remove(path: Path) -> None:
     (_grow, "torch/__init__.py", "torch/__init__.py: 652 bytes, RECORD says 640"),
     (_remove, "torch/version.py", "torch/version.py: missing"),
     (_remove, "../../../bin/torchrun", "../../../bin/torchrun: missing"),  # outside site-packages, as pip records scripts
-    # Other bytes of the same length: sizes cannot see it (the hashes are not read: torch's
-    # shared libraries are gigabytes). python_probe=import catches such a package if it no longer imports.
-    (_same_size, "torch/lib/libtorch_cpu.so", None),
+    # Other bytes of the same length, written after pip wrote RECORD: the file is hashed.
+    (_same_size, "torch/lib/libtorch_cpu.so",
+     "torch/lib/libtorch_cpu.so: same size, other content than RECORD's sha256 (modified after the install)"),
+    # ... unless its mtime was set back to before the install: only files written later are hashed.
+    (_same_size_old_mtime, "torch/lib/libtorch_cpu.so", None),
 ])
 def test_record_sizes_see_missing_cut_and_grown_files(tmp_path, damage, rel, problem):
     meta = pip_install(tmp_path, "torch", "2.13.0", TORCH_FILES)
     whole = check(tmp_path, meta)
-    assert whole == {"source": meta + "/RECORD", "checked": 5, "bad_count": 0, "bad": [], "error": None}
+    assert whole == {"source": meta + "/RECORD", "checked": 5, "bad_count": 0, "bad": [], "error": None,
+                     "hashed": 0, "unhashed": 0}
     damage(Path(os.path.normpath(str(tmp_path) + SITE + "/" + rel)))
     result = check(tmp_path, meta)
     assert result["checked"] == 5  # the four files and METADATA (RECORD and byte code carry no size)
     assert result["bad"] == ([problem] if problem else [])
     assert result["bad_count"] == (1 if problem else 0)
+    assert result["hashed"] == (1 if damage is _same_size else 0)
+
+
+def test_hashing_stays_within_the_budget(tmp_path):
+    """A venv copied without its mtimes makes every file newer than RECORD; hashing stops at the
+    budget (shared by the distributions of one facts call) and says how many files it left."""
+    meta = pip_install(tmp_path, "torch", "2.13.0", TORCH_FILES)
+    for rel in TORCH_FILES:
+        target = Path(os.path.normpath(str(tmp_path) + SITE + "/" + rel))
+        os.utime(str(target), (4000000000, 4000000000))
+    h = host(tmp_path)
+    budget = [4200]  # the small files fit, libtorch_cpu.so (4096) no longer does after them
+    result = ig.check_record(h.read_bytes, h.path, meta, budget)
+    assert result["bad"] == [] and result["hashed"] + result["unhashed"] == 4
+    assert result["unhashed"] >= 1 and budget[0] >= 0
+    unlimited = ig.check_record(h.read_bytes, h.path, meta)
+    assert (unlimited["hashed"], unlimited["unhashed"]) == (4, 0)
 
 
 def test_only_the_first_five_bad_files_are_listed(tmp_path):
@@ -116,6 +142,17 @@ def test_no_record(tmp_path, meta, record, expected_error):
     (tmp_path / SITE.lstrip("/") / meta).mkdir(parents=True)
     result = check(tmp_path, SITE + "/" + meta)
     assert result["checked"] == 0 and result["bad"] == [] and result["error"] == expected_error
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("a/b.py,sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,0\n",
+     [("a/b.py", bytes.fromhex("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"), 0)]),
+    ("a/b.py,sha256=x,12\n", [("a/b.py", None, 12)]),            # not 32 bytes: no digest
+    ("a/b.py,md5=1B2M2Y8AsgTpgAmY7PhCfg,0\n", [("a/b.py", None, 0)]),  # another algorithm
+    ("a/RECORD,,\n", [("a/RECORD", None, None)]),
+])
+def test_parse_record_entries(text, expected):
+    assert ig.parse_record_entries(text) == expected
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -159,9 +196,59 @@ def test_damaged_apex_is_reported_by_the_facts(tmp_path, probe_files):
         stack = gf.collect_python_stack(h, "/venv", errors, "import")
     assert stack["apex"]["present"] is True and stack["apex"]["cuda_ext"] is True
     assert stack["apex"]["files"] == {
-        "source": meta + "/RECORD", "checked": 6, "bad_count": 1, "error": None,
+        "source": meta + "/RECORD", "checked": 6, "bad_count": 1, "error": None, "hashed": 0, "unhashed": 0,
         "bad": ["amp_C.cpython-311-x86_64-linux-gnu.so: 4096 bytes, RECORD says 8192"]}
     assert stack["torch"]["files"] == ig.empty()  # no torch here: nothing to compare
+
+
+NUMPY_FILES = {
+    "numpy/__init__.py": b"from numpy._core import *\n" * 10,
+    "numpy/_core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so": b"\x7fELF" + b"\3" * 8188,
+}
+
+
+def _fake_venv(tmp_path: Path) -> None:
+    (tmp_path / "venv/bin").mkdir(parents=True)
+    (tmp_path / "venv/bin/python").write_text("")
+    (tmp_path / "venv/bin/python").chmod(0o755)
+    (tmp_path / "venv/pyvenv.cfg").write_text("version = 3.11.2\n")
+
+
+@pytest.mark.parametrize("damage, torch_bad, packages_bad", [
+    (None, 0, []),
+    # numpy's core extension cut short: reported under packages, named with its version
+    ("numpy/_core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so", 0,
+     ["numpy 2.2.6: numpy/_core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so: 4096 bytes, RECORD says 8192"]),
+    # torch's own damage stays in torch.files: one drift, one row
+    ("torch/lib/libtorch_cpu.so", 1, []),
+])
+def test_the_whole_venv_is_checked(tmp_path, damage, torch_bad, packages_bad):
+    _fake_venv(tmp_path)
+    pip_install(tmp_path, "torch", "2.13.0+cpu", TORCH_FILES)
+    pip_install(tmp_path, "numpy", "2.2.6", NUMPY_FILES)
+    pip_install(tmp_path, "typing_extensions", "4.16.0", {"typing_extensions.py": b"# typing\n" * 30})
+    if damage:
+        _truncate(tmp_path / (SITE.lstrip("/") + "/" + damage))
+    stack = gf.collect_python_stack(host(tmp_path), "/venv", [], "files")
+    assert stack["packages"]["installed"] == {"numpy": "2.2.6", "torch": "2.13.0+cpu", "typing_extensions": "4.16.0"}
+    files = stack["packages"]["files"]
+    assert files["distributions"] == 2 and files["checked"] == 2 + 1 + 2  # numpy's and typing_extensions' files + METADATA
+    assert files["bad"] == packages_bad and files["bad_count"] == len(packages_bad)
+    assert files["bad_distributions"] == (["numpy==2.2.6"] if packages_bad else [])
+    assert stack["torch"]["files"]["bad_count"] == torch_bad
+
+
+def test_a_package_installed_twice_shows_both_versions(tmp_path):
+    _fake_venv(tmp_path)
+    pip_install(tmp_path, "numpy", "2.2.6", NUMPY_FILES)
+    pip_install(tmp_path, "numpy", "2.1.3", {"numpy/version.py": b"version = '2.1.3'\n"})
+    stack = gf.collect_python_stack(host(tmp_path), "/venv", [], "files")
+    assert stack["packages"]["installed"] == {"numpy": "2.1.3,2.2.6"}
+
+
+def test_no_venv_gives_empty_packages(tmp_path):
+    stack = gf.collect_python_stack(host(tmp_path), "/venv", [], "files")
+    assert stack["packages"] == {"installed": {}, "files": ig.empty()}
 
 
 # --------------------------------------------------------------------------- git's index

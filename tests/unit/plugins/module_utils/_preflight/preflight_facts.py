@@ -89,6 +89,15 @@ def make_node(profile_name: str, hostname: str) -> Dict[str, Any]:
                                "files": whole(1342, "/opt/megatron/Megatron-DeepSpeed/.git/index")},
         "apex": {"present": gpu, "cuda_ext": gpu,
                  "files": whole(260, venv + "/lib/python3/site-packages/apex-0.1.dist-info/RECORD") if gpu else whole(0, None)},
+        # The venv's whole set (what python_env installs for the profile, abridged) and the RECORD
+        # check of every distribution but torch, DeepSpeed and apex.
+        "packages": {
+            "installed": {"torch": torch_version, "deepspeed": profile["deepspeed"]["pip"].partition("==")[2],
+                          "numpy": "1.26.4" if profile_name == "cu117" else "2.2.6", "pydantic": "2.14.4",
+                          "ninja": "1.13.2", "typing_extensions": "4.16.0"},
+            "files": dict(whole(6154, "every pip RECORD of the venv but torch, deepspeed and apex"),
+                          hashed=0, unhashed=0, distributions=4, bad_distributions=[]),
+        },
         "infiniband": {
             "hcas": [
                 {"name": "mlx5_%d" % i, "ports": [{"port": 1, "state": "Active", "phys_state": "LinkUp",

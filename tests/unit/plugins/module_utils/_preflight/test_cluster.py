@@ -220,3 +220,62 @@ def test_memlock_of_the_ssh_session_from_the_head_nodes_sweep(swept, status, fou
     options = dict(full_options(), ssh_memlock={"node1": "unlimited", "node2": swept, "node3": "unlimited"})
     row = row_for(run(cluster, options=options), "memlock.unlimited", "node2")
     assert (row.status, row.found) == (status, found)
+
+
+# --------------------------------------------------------------------------- same.packages
+def _packages(cluster: Dict[str, Any], node: str, **changes: Any) -> None:
+    installed = cluster[node]["packages"]["installed"]
+    for name, version in changes.items():
+        if version is None:
+            installed.pop(name, None)
+        else:
+            installed[name] = version
+
+
+@pytest.mark.parametrize("changes, found, fix", [
+    # numpy 2.1.3 on one node, 2.2.6 on the others (issue 25's case)
+    ({"node2": {"numpy": "2.1.3"}}, ["numpy 2.1.3 (the others: 2.2.6)"], "pip install --no-deps 'numpy==2.2.6'"),
+    # a package the other nodes lack, and one it lacks
+    ({"node2": {"einops": "0.8.2"}}, ["einops 0.8.2 (the others: (not installed))"], "pip uninstall"),
+    ({"node2": {"ninja": None}}, ["ninja (not installed) (the others: 1.13.2)"], "'ninja==1.13.2'"),
+    # two differences on one node, both named
+    ({"node2": {"numpy": "2.1.3", "pydantic": "2.9.0"}},
+     ["numpy 2.1.3 (the others: 2.2.6)", "pydantic 2.9.0 (the others: 2.14.4)"], "'numpy==2.2.6' 'pydantic==2.14.4'"),
+])
+def test_same_packages_names_the_node_and_each_package(changes, found, fix):
+    cluster = make_cluster("cu121")
+    for node, change in changes.items():
+        _packages(cluster, node, **change)
+    rows = [row for row in run(cluster, "cu121") if row.check == "same.packages"]
+    failed = by_status(rows, pf.FAIL)
+    assert [row.node for row in failed] == ["node2"]
+    assert {row.status for row in rows if row.node != "node2"} == {pf.PASS}
+    for text in found:
+        assert text in failed[0].found
+    assert failed[0].found.startswith("%d package(s) differ" % len(found))
+    assert fix in failed[0].fix and "node2" in failed[0].fix and failed[0].component == "packages"
+
+
+def test_same_packages_leaves_torch_and_deepspeed_to_their_own_rows():
+    cluster = make_cluster("cu121")
+    _packages(cluster, "node3", deepspeed="0.19.7")
+    cluster["node3"]["deepspeed"]["version"] = "0.19.7"
+    rows = run(cluster, "cu121")
+    assert row_for(rows, "same.packages", "node3").status == pf.PASS
+    assert row_for(rows, "same.deepspeed", "node3").status == pf.FAIL
+
+
+def test_same_packages_without_a_majority_names_every_node():
+    cluster = {node: make_node("cu121", node) for node in ("node1", "node2")}
+    _packages(cluster, "node2", numpy="2.1.3")
+    rows = by_status([row for row in run(cluster, "cu121") if row.check == "same.packages"], pf.FAIL)
+    assert sorted(row.node for row in rows) == ["node1", "node2"]
+    assert "no majority: 2.1.3 on node2" in row_for(rows, "same.packages", "node1").found
+
+
+def test_same_packages_skips_when_no_node_reports_them():
+    cluster = make_cluster("cu121")
+    for facts in cluster.values():
+        del facts["packages"]
+    rows = [row for row in run(cluster, "cu121") if row.check == "same.packages"]
+    assert [(row.status, row.node) for row in rows] == [(pf.SKIP, pf.ALL_NODES)]

@@ -214,6 +214,36 @@ def test_damaged_install_fails_naming_node_package_files_and_fix(profile_name, s
     assert [(r.check, r.node) for r in rows if r.status in (pf.FAIL, pf.WARN)] == [(check, "node2")]
 
 
+@pytest.mark.parametrize("bad, distributions, fix_words", [
+    # numpy's core extension cut short (issue 25: torch then cannot import)
+    (["numpy 2.2.6: numpy/_core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so: 4096 bytes, RECORD says 10578456"],
+     ["numpy==2.2.6"], ["pip install --force-reinstall --no-deps 'numpy==2.2.6'"]),
+    # a same-size edit in one package and a missing file in another: both named in the fix
+    (["pydantic 2.14.4: pydantic/main.py: same size, other content than RECORD's sha256 (modified after the install)",
+      "ninja 1.13.2: ../../../bin/ninja: missing"],
+     ["pydantic==2.14.4", "ninja==1.13.2"], ["'pydantic==2.14.4' 'ninja==1.13.2'", "playbooks/preflight.yml"]),
+])
+def test_damaged_package_fails_naming_node_package_file_and_fix(bad, distributions, fix_words):
+    cluster = make_cluster("cpu")
+    cluster["node3"]["packages"]["files"] = dict(cluster["node3"]["packages"]["files"], bad=bad, bad_count=len(bad),
+                                                 bad_distributions=distributions)
+    rows = run(cluster, "cpu")
+    row = row_for(rows, "packages.files", "node3")
+    assert (row.status, row.component) == (pf.FAIL, "packages")
+    assert row.found.startswith("%d of 6154 files differ from pip's RECORD: " % len(bad)) and bad[0] in row.found
+    assert "node3" in row.fix and all(words in row.fix for words in fix_words), row.fix
+    assert [(r.check, r.node) for r in rows if r.status in (pf.FAIL, pf.WARN)] == [("packages.files", "node3")]
+
+
+def test_clean_packages_pass_and_older_facts_skip():
+    cluster = make_cluster("cpu")
+    del cluster["node2"]["packages"]
+    rows = run(cluster, "cpu")
+    assert row_for(rows, "packages.files", "node1").status == pf.PASS
+    assert row_for(rows, "packages.files", "node1").found == "6154 files as recorded"
+    assert row_for(rows, "packages.files", "node2").status == pf.SKIP
+
+
 @pytest.mark.parametrize("source, against, fix_words", [
     ("/opt/megatron/Megatron-DeepSpeed/.git/index", "git's index", ["checkout -- ."]),
     ("/opt/megatron/Megatron-DeepSpeed/.megatron-ds-manifest", "the archive's manifest",
