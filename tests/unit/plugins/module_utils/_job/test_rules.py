@@ -501,7 +501,7 @@ RULES = [
      "TP x PP <= world size", "fail", "silently clamps"),
     ("TP inside a node: pass", {}, None, {}, None, HEAD_DS, "TP inside a node", "pass", "TP 8, 8 GPUs per node"),
     ("TP across nodes", {"tensor_parallel": 16, "num_attention_heads": 64, "hidden_size": 8192}, None, {}, None, HEAD_DS,
-     "TP <= GPUs per node", "fail", "tensor parallel inside a node, pipeline across nodes"),
+     "TP <= GPUs per node", "warn", "tensor parallel inside a node, pipeline across nodes"),
     ("TP straddles nodes", {"tensor_parallel": 3, "num_attention_heads": 48, "hidden_size": 6144}, None,
      {"nodes": 3}, None, HEAD_DS, "TP divides GPUs per node", "warn", "straddle"),
     ("--no-pipeline-parallel with PP 2", {"pipeline_parallel": 2, "no_pipeline_parallel": True}, None, {}, None, HEAD_DS,
@@ -1133,3 +1133,24 @@ def test_flash_attn_in_fp32_from_train_sh_names_the_flag():
     findings = _job_rules.validate(dict(script["spec"], stack_profile="cu130"), None, CLUSTER, None, HEAD_DS, script=script)
     finding = the(findings, "flash attention in half precision")
     assert finding["status"] == "fail" and "add --bf16" in finding["fix"]
+
+
+@pytest.mark.parametrize("precision, pp, gib", [
+    # 4 all-reduces x 48 layers x micro 1 x seq 2048 x hidden 8192 x 2 bytes x grad-acc 16 = 96 GiB
+    ("bf16", 1, 96.0),
+    ("fp32", 1, 192.0),      # 4 bytes per value
+    ("bf16", 2, 48.0),       # each rank holds half the layers
+])
+def test_tp_across_nodes_warns_with_its_traffic(precision, pp, gib):
+    """Upstream accepts TP larger than a node (megatron/arguments.py asserts only that TP x PP
+    divides the world): a warning with the cost, never a failure."""
+    spec = {"tensor_parallel": 16, "pipeline_parallel": pp, "no_pipeline_parallel": pp == 1,
+            "num_layers": 48, "hidden_size": 8192, "num_attention_heads": 64, "seq_length": 2048,
+            "max_position_embeddings": 2048, "micro_batch_size": 1, "global_batch_size": 16 * 64 // (16 * pp),
+            "precision": precision}
+    findings = run(spec, cluster={"nodes": 8, "gpus_per_node": 8})
+    row = the(findings, "TP <= GPUs per node")
+    assert row["status"] == "warn"
+    assert "spans 2 nodes" in row["found"]
+    assert "about %.1f GiB per rank per iteration" % gib in row["fix"]
+    assert not [f for f in findings if f["component"] == "parallelism" and f["status"] == "fail"]
