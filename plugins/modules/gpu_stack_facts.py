@@ -624,6 +624,12 @@ ansible_facts:
             current:
               description: The module process's soft limit, C(unlimited) or a number.
               type: str
+            hard:
+              description: The module process's hard limit, the ceiling no limits.d file can raise past.
+              type: str
+            container:
+              description: Why the node looks like a container (C(/.dockerenv), PID 1's C(container=), its cgroup), or null.
+              type: str
             noninteractive_ssh:
               description: C(ulimit -l) in an ssh session of O(ssh_user) on localhost; null when unchecked or failed.
               type: str

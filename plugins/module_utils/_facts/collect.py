@@ -375,9 +375,31 @@ def collect_infiniband(host: Host) -> Dict[str, Any]:
     return {"hcas": hcas, "peermem_loaded": "nvidia_peermem" in modules or "nv_peer_mem" in modules}
 
 
-def memlock_limit() -> str:
-    soft, _hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
-    return "unlimited" if soft == resource.RLIM_INFINITY else str(soft // 1024)
+def memlock_limit(which: int = 0) -> str:
+    """The soft (``which`` 0) or hard (1) RLIMIT_MEMLOCK of this process, as ``ulimit -l`` prints it."""
+    value = resource.getrlimit(resource.RLIMIT_MEMLOCK)[which]
+    return "unlimited" if value == resource.RLIM_INFINITY else str(value // 1024)
+
+
+# What says "this node is a container": the files Docker and Podman put there, then the
+# variable systemd-nspawn, LXC and Podman set for PID 1, then a container runtime's cgroup.
+_CONTAINER_FILES = ("/.dockerenv", "/run/.containerenv")
+_CONTAINER_CGROUP = re.compile(r"(docker|containerd|kubepods|libpod|lxc)")
+
+
+def container_evidence(host: Host) -> Optional[str]:
+    """Why this node looks like a container (a file, PID 1's ``container=``, a cgroup), or None.
+    A container's memlock ceiling is its runtime's, and no file inside can raise it."""
+    for path in _CONTAINER_FILES:
+        if host.exists(path):
+            return path
+    environ = host.read_bytes("/proc/1/environ", limit=64 * 1024) or b""
+    for item in environ.split(b"\0"):
+        if item.startswith(b"container="):
+            return "PID 1 has %s" % item.decode("utf-8", "replace")
+    cgroup = host.read_text("/proc/1/cgroup", limit=64 * 1024) or ""
+    match = _CONTAINER_CGROUP.search(cgroup)
+    return "PID 1's cgroup names %s" % match.group(1) if match else None
 
 
 def ssh_memlock_argv(host: Host, user: str, timeout: float, euid: int, current_user: Optional[str]
@@ -403,8 +425,8 @@ def ssh_memlock_argv(host: Host, user: str, timeout: float, euid: int, current_u
 
 
 def collect_memlock(host: Host, ssh_user: Optional[str], errors: List[str]) -> Dict[str, Any]:
-    facts: Dict[str, Any] = {"current": memlock_limit(), "noninteractive_ssh": None,
-                             "noninteractive_ssh_error": None}
+    facts: Dict[str, Any] = {"current": memlock_limit(), "hard": memlock_limit(1), "container": container_evidence(host),
+                             "noninteractive_ssh": None, "noninteractive_ssh_error": None}
     if not ssh_user:
         return facts
     try:

@@ -299,6 +299,16 @@ def check_memlock(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
         "set memlock unlimited on %s with %s (limits.d and pam_limits for sshd): NCCL over "
         "InfiniBand pins memory, and pdsh starts ranks in a non-interactive ssh session" % (node, _role("os_base"))
     )
+    container = _text(_get(facts, "memlock", "container"))
+    hard = _text(_get(facts, "memlock", "hard"))
+    if container and hard is not None and not _limit_unlimited(hard):
+        # No file inside a container lifts its runtime's ceiling: os_base's limits.d is moot there.
+        fix = (
+            "%s is a container (%s): its memlock ceiling, a hard limit of %s KiB, is the container "
+            "runtime's, and no limits.d file inside can raise it. Start the container with an unlimited "
+            "memlock limit (Docker: --ulimit memlock=-1:-1, which the runtime must itself be allowed), or "
+            "train on the host" % (node, container, hard)
+        )
     if _text(current) is None:
         return _row(check, WARN, node, comp, found, expected, "memlock was not reported: " + fix)
     ok = _limit_unlimited(current) and (_text(ssh) is None or _limit_unlimited(ssh))

@@ -1277,3 +1277,27 @@ def test_every_version_is_a_string(tmp_path):
             yield key, node
     versions = [(k, v) for k, v in walk(facts) if "version" in k and v is not None]
     assert versions and all(isinstance(v, str) for _k, v in versions)
+
+
+@pytest.mark.parametrize("files, evidence", [
+    ({".dockerenv": b""}, "/.dockerenv"),
+    ({"run/.containerenv": b""}, "/run/.containerenv"),
+    ({"proc/1/environ": b"PATH=/usr/bin\0container=lxc\0HOME=/"}, "PID 1 has container=lxc"),
+    ({"proc/1/cgroup": b"0::/system.slice/docker-3f2a.scope\n"}, "PID 1's cgroup names docker"),
+    ({"proc/1/cgroup": b"12:pids:/kubepods/burstable/pod1\n"}, "PID 1's cgroup names kubepods"),
+    # a host: systemd's own cgroup, no container variable
+    ({"proc/1/cgroup": b"0::/init.scope\n", "proc/1/environ": b"HOME=/\0TERM=linux"}, None),
+    ({}, None),
+])
+def test_container_evidence(tmp_path, files, evidence):
+    for rel, content in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(content)
+    assert gf.container_evidence(host_for(tmp_path)) == evidence
+
+
+def test_memlock_reports_the_hard_limit_and_the_container(tmp_path):
+    (tmp_path / ".dockerenv").write_bytes(b"")
+    facts = gf.collect_memlock(host_for(tmp_path), None, [])
+    assert facts["container"] == "/.dockerenv"
+    assert facts["hard"] == gf.memlock_limit(1) and facts["current"] == gf.memlock_limit()

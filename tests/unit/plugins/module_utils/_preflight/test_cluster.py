@@ -279,3 +279,25 @@ def test_same_packages_skips_when_no_node_reports_them():
         del facts["packages"]
     rows = [row for row in run(cluster, "cu121") if row.check == "same.packages"]
     assert [(row.status, row.node) for row in rows] == [(pf.SKIP, pf.ALL_NODES)]
+
+
+@pytest.mark.parametrize("container, hard, container_fix", [
+    # a Docker node whose runtime caps memlock (the simulated cluster on these machines)
+    ("/.dockerenv", "8192", True),
+    # a container whose runtime allows unlimited: os_base's limits.d is the fix again
+    ("/.dockerenv", "unlimited", False),
+    # a host (no evidence), or facts of an older collection (no field)
+    (None, "8192", False),
+])
+def test_memlock_fix_in_a_container_names_the_runtime(container, hard, container_fix):
+    cluster = make_cluster()
+    cluster["node2"]["memlock"].update(current="8192", noninteractive_ssh="8192", hard=hard, container=container)
+    options = full_options()
+    options["memlock"] = "required"
+    row = row_for(run(cluster, options=options), "memlock.unlimited", "node2")
+    assert row.status == pf.FAIL and row.found == "current 8192, non-interactive ssh 8192"
+    if container_fix:
+        assert "node2 is a container (/.dockerenv)" in row.fix and "hard limit of 8192 KiB" in row.fix
+        assert "--ulimit memlock=-1:-1" in row.fix and "os_base" not in row.fix
+    else:
+        assert "megatron_ds.cluster.os_base" in row.fix and "container" not in row.fix
