@@ -1,4 +1,6 @@
-#!/usr/bin/env python3
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, megatron_ds.cluster developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Benchmark: the RECORD check of a whole venv against the one of torch, DeepSpeed and apex only.
 
 The preflight's facts call checks every distribution of the training venv against pip's RECORD

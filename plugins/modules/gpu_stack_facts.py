@@ -617,6 +617,13 @@ ansible_facts:
             peermem_loaded:
               description: C(nvidia_peermem) (or the older C(nv_peer_mem)) is loaded.
               type: bool
+            peermem_module:
+              description: Which of C(nvidia_peermem) and C(nv_peer_mem) is loaded, or null.
+              type: str
+            memory_peers:
+              description: The peer-memory clients registered in C(/sys/kernel/mm/memory_peers) (C(nv_mem), C(nv_mem_nc)), which NCCL before 2.23.4 looks for.
+              type: list
+              elements: str
         memlock:
           description: Locked-memory limit in KiB, as C(ulimit -l) prints it.
           type: dict

@@ -371,8 +371,13 @@ def collect_infiniband(host: Host) -> Dict[str, Any]:
             })
         hcas.append({"name": hca, "ports": ports})
     modules = parse_proc_modules(host.read_text("/proc/modules"))
-    # nv_peer_mem is the older Mellanox module that gives the same GPUDirect RDMA path.
-    return {"hcas": hcas, "peermem_loaded": "nvidia_peermem" in modules or "nv_peer_mem" in modules}
+    # nv_peer_mem is the older Mellanox module that gives the same GPUDirect RDMA path. Which one
+    # is loaded matters: NCCL before 2.23.4 finds GPUDirect RDMA only through the peer-memory
+    # clients registered under /sys/kernel/mm/memory_peers (nv_mem, nv_mem_nc), which
+    # nvidia_peermem does not always register (_preflight.known_bad).
+    module = next((name for name in ("nvidia_peermem", "nv_peer_mem") if name in modules), None)
+    return {"hcas": hcas, "peermem_loaded": module is not None, "peermem_module": module,
+            "memory_peers": sorted(host.listdir("/sys/kernel/mm/memory_peers"))}
 
 
 def memlock_limit(which: int = 0) -> str:
@@ -594,8 +599,9 @@ _EMPTY: Dict[str, Any] = {
     "fabric_manager": {"installed": False, "version": None, "active": None},
     "cudnn": {"version": None, "source": None},
     "nccl": {"version": None, "source": None, "library": None},
-    "infiniband": {"hcas": [], "peermem_loaded": False},
-    "memlock": {"current": None, "noninteractive_ssh": None, "noninteractive_ssh_error": None},
+    "infiniband": {"hcas": [], "peermem_loaded": False, "peermem_module": None, "memory_peers": []},
+    "memlock": {"current": None, "hard": None, "container": None, "noninteractive_ssh": None,
+                "noninteractive_ssh_error": None},
     "clock": {"synchronized": None, "offset_ms": None, "source": None},
 }
 

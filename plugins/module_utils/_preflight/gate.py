@@ -27,6 +27,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
 from .. import _report
 from .cluster import CLUSTER_CHECKS, cross_node_rows
+from .known_bad import KNOWN_BAD_CHECKS
 from .matrix import MATRIX_CHECKS
 from .rows import ALL_NODES, FAIL, PASS, SKIP, WARN, Row, _Context, _get, _row, _text
 
@@ -130,7 +131,7 @@ def run_checks(facts_by_node: Mapping[str, Any], profile: Mapping[str, Any], opt
                 ))
             else:
                 rows.append(_row("facts.gathered", PASS, node, "facts", "gathered", "gpu_stack_facts from this node"))
-    for node_check in MATRIX_CHECKS:
+    for node_check in tuple(MATRIX_CHECKS) + tuple(KNOWN_BAD_CHECKS):
         for node, facts in ctx.nodes.items():
             row = node_check(ctx, node, facts)
             if row is not None:

@@ -90,7 +90,7 @@ def test_empty_node_gives_null_facts_and_changes_nothing(tmp_path):
     assert facts["megatron_deepspeed"] == {"path": "/opt/mds", "commit": None, "present": False,
                                            "files": {"source": None, "checked": 0, "bad_count": 0, "bad": [], "error": None}}
     assert facts["disk"]["/data"]["exists"] is False and isinstance(facts["disk"]["/data"]["free_bytes"], int)
-    assert facts["infiniband"] == {"hcas": [], "peermem_loaded": False}
+    assert facts["infiniband"] == {"hcas": [], "peermem_loaded": False, "peermem_module": None, "memory_peers": []}
     assert facts["clock"]["synchronized"] is None
     assert list(root.iterdir()) == []
 

@@ -451,7 +451,7 @@ def test_h200_tree_gives_the_recorded_host(tmp_path):
                              "library": "/usr/lib/x86_64-linux-gnu/libnccl.so.2.28.3"}
     assert facts["nvswitch"] == {"present": False, "count": 0}
     assert facts["fabric_manager"] == {"installed": False, "version": None, "active": None}
-    assert facts["infiniband"] == {"hcas": [], "peermem_loaded": False}
+    assert facts["infiniband"] == {"hcas": [], "peermem_loaded": False, "peermem_module": None, "memory_peers": []}
     assert facts["errors"] == []
     # ONE nvidia-smi call; one nvcc run for three names of the same toolkit.
     assert runner.count("nvidia-smi") == 1
@@ -646,15 +646,20 @@ def test_infiniband_ports_are_numbered_in_order_and_multi_port_hcas_kept(tmp_pat
     assert [p["port"] for p in ports] == [1, 2, 10]
 
 
-@pytest.mark.parametrize("modules, loaded", [
-    ("nv_peer_mem 20480 0 - Live 0x0000000000000000 (OE)\n", True),
-    ("nvidia_uvm 1466368 0 - Live 0x0000000000000000 (POE)\nnvidia 56717312 1 nvidia_uvm, Live 0x0 (POE)\n", False),
-    (None, False),
+@pytest.mark.parametrize("modules, peers, module", [
+    ("nv_peer_mem 20480 0 - Live 0x0000000000000000 (OE)\n", ["nv_mem"], "nv_peer_mem"),
+    ("nvidia_peermem 16384 0 - Live 0x0000000000000000 (OE)\n", [], "nvidia_peermem"),
+    ("nvidia_peermem 16384 0 - Live 0x0 (OE)\n", ["nv_mem", "nv_mem_nc"], "nvidia_peermem"),
+    ("nvidia_uvm 1466368 0 - Live 0x0000000000000000 (POE)\nnvidia 56717312 1 nvidia_uvm, Live 0x0 (POE)\n", [], None),
+    (None, [], None),
 ])
-def test_peermem(tmp_path, modules, loaded):
+def test_peermem(tmp_path, modules, peers, module):
     if modules is not None:
         put(tmp_path, "/proc/modules", modules)
-    assert gf.collect_infiniband(host_for(tmp_path)) == {"hcas": [], "peermem_loaded": loaded}
+    for peer in peers:
+        put(tmp_path, "/sys/kernel/mm/memory_peers/%s/version" % peer, "1.0\n")
+    assert gf.collect_infiniband(host_for(tmp_path)) == {
+        "hcas": [], "peermem_loaded": module is not None, "peermem_module": module, "memory_peers": peers}
 
 
 # --------------------------------------------------------------------------- Megatron commit
@@ -1242,7 +1247,7 @@ def test_empty_root_gives_empty_facts_and_no_exception(tmp_path):
     assert facts["torch"]["version"] is None and facts["deepspeed"]["version"] is None
     assert facts["megatron_deepspeed"] == {"path": "/opt/mds", "commit": None, "present": False, "files": NO_FILES}
     assert facts["apex"]["present"] is False
-    assert facts["infiniband"] == {"hcas": [], "peermem_loaded": False}
+    assert facts["infiniband"] == {"hcas": [], "peermem_loaded": False, "peermem_module": None, "memory_peers": []}
     assert facts["nvswitch"] == {"present": False, "count": 0}
     assert facts["fabric_manager"] == {"installed": False, "version": None, "active": None}
     assert facts["clock"] == {"synchronized": None, "offset_ms": None, "source": None}
@@ -1258,7 +1263,7 @@ def test_a_collector_bug_costs_one_section_not_the_call(tmp_path, monkeypatch):
         raise RuntimeError("sysfs changed under us")
     monkeypatch.setattr(gf, "collect_infiniband", broken)
     facts = gf.collect(host_for(tmp_path))
-    assert facts["infiniband"] == {"hcas": [], "peermem_loaded": False}
+    assert facts["infiniband"] == {"hcas": [], "peermem_loaded": False, "peermem_module": None, "memory_peers": []}
     assert facts["errors"] == ["infiniband: RuntimeError: sysfs changed under us"]
 
 

@@ -105,6 +105,9 @@ def make_node(profile_name: str, hostname: str) -> Dict[str, Any]:
                 for i in range(4)
             ],
             "peermem_loaded": gpu,
+            # MLNX OFED's peer-memory client, as nvidia_peermem registers it on a working node
+            "peermem_module": "nvidia_peermem" if gpu else None,
+            "memory_peers": ["nv_mem"] if gpu else [],
         },
         "memlock": {"current": "unlimited", "noninteractive_ssh": "unlimited"},
         "disk": {"/shared": {"free_bytes": 2 * 10**12, "exists": True}},
