@@ -36,7 +36,7 @@ import json
 import os
 import re
 import struct
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 STEP_TAG = re.compile(r"^global_step(\d+)$")
 MEGATRON_ITER = re.compile(r"^iter_\d{7}$")
@@ -394,14 +394,17 @@ def shape_mismatches(path: str, tag: str, layout: Mapping[str, Any], expect: Map
 
 
 def judge_listing(names: Iterable[str], path: str, tag: str, expect: Optional[Mapping[str, Any]],
-                  fix: Optional[str] = None) -> Dict[str, Any]:
+                  fix: Optional[Callable[[Mapping[str, Any]], str]] = None) -> Dict[str, Any]:
     """The layout of tag ``tag`` of checkpoint directory ``path``, from the union of its file names
     on every node, and how it differs from ``expect`` (``normalise_expect``'s keys): the one
     judgement a resume makes before anything is copied (``_job.rules_features.judge_resume`` adds
-    the stack's fix and the model form). ``{layout, mismatches}``."""
+    the stack's fix and the model form). ``fix``: the text for a layout change, from the layout
+    found. ``{layout, mismatches}``."""
     layout = classify(sorted(set(os.path.basename(str(name)) for name in names)))
-    return {"layout": public_layout(layout),
-            "mismatches": shape_mismatches(path, tag, layout, normalise_expect(expect), fix=fix)}
+    public = public_layout(layout)
+    return {"layout": public,
+            "mismatches": shape_mismatches(path, tag, layout, normalise_expect(expect),
+                                           fix=fix(public) if fix else None)}
 
 
 def tag_problems(path: str, tag: str, files: Mapping[str, Mapping[str, Any]], layout: Mapping[str, Any],

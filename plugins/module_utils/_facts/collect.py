@@ -377,7 +377,7 @@ def collect_infiniband(host: Host) -> Dict[str, Any]:
     # nvidia_peermem does not always register (_preflight.known_bad).
     module = next((name for name in ("nvidia_peermem", "nv_peer_mem") if name in modules), None)
     return {"hcas": hcas, "peermem_loaded": module is not None, "peermem_module": module,
-            "memory_peers": sorted(host.listdir("/sys/kernel/mm/memory_peers"))}
+            "memory_peers": host.listdir("/sys/kernel/mm/memory_peers")}
 
 
 def memlock_limit(which: int = 0) -> str:

@@ -27,8 +27,8 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .._mds import args as _mds_args
+from .memory import version_lt
 from .._stack import profiles as _stack_profiles
-from .._stack.versions import compare
 from .schema import JobError
 from .spec import derive, normalize
 
@@ -336,9 +336,9 @@ def needs_fp32_grad_accum(zero_stage: Any, bf16: bool, pipeline_engine: bool, de
     """Whether this DeepSpeed needs ``data_types.grad_accum_dtype: fp32`` to run bf16 ZeRO-1 under
     the pipeline engine (see BF16_PIPE_ZERO_OPTIMIZER_SINCE). An unknown version counts as newer:
     the key then changes which optimizer DeepSpeed picks, so it is only written where needed."""
-    if not (bf16 and pipeline_engine and str(zero_stage) == "1" and deepspeed_version):
+    if not (bf16 and pipeline_engine and str(zero_stage) == "1"):
         return False
-    return compare(str(deepspeed_version), BF16_PIPE_ZERO_OPTIMIZER_SINCE) < 0
+    return version_lt(deepspeed_version, BF16_PIPE_ZERO_OPTIMIZER_SINCE)
 
 
 def ds_config_path(spec: Mapping[str, Any]) -> str:

@@ -88,9 +88,14 @@ def deepspeed_env_lines(spec: Mapping[str, Any], profile: ProfileArg = None) -> 
     with spaces or other shell characters is rejected here rather than broken on the nodes.
     """
     job, prof = _prepare(spec, profile)
+    return _env_lines(deepspeed_env(job, prof), prof)
+
+
+def _env_lines(env: Mapping[str, str], prof: Mapping[str, Any]) -> List[str]:
+    """deepspeed_env_lines of an environment already built for profile ``prof``."""
     quotes = _stack_profiles.deepspeed_at_least(prof, DS_ENV_QUOTING_SINCE)
     lines = []
-    for key, value in deepspeed_env(job, prof).items():
+    for key, value in env.items():
         where = "megatron_job_env / nccl_env variable %s" % key
         if not _ENV_KEY.match(key):
             raise JobError(
@@ -170,13 +175,14 @@ def contents(spec: Mapping[str, Any], profile: ProfileArg, hosts: Sequence[str])
     fact is what was written. ``hosts`` are the launcher's names for the nodes, in rank order.
     """
     job, prof = _prepare(spec, profile)
+    env = deepspeed_env(job, prof)
     return {
         "summary": summary(job),
         "ds_config": ds_config(job, prof),
         "launch_args": launch_args(job),
         "train_arg_groups": train_arg_groups(job, prof),
-        "deepspeed_env": deepspeed_env(job, prof),
-        "deepspeed_env_lines": deepspeed_env_lines(job, prof),
+        "deepspeed_env": env,
+        "deepspeed_env_lines": _env_lines(env, prof),
         "deepspeed_env_file_supported": deepspeed_env_file_supported(prof),
         "hostfile_lines": hostfile_lines(hosts, job["gpus_per_node"]),
     }

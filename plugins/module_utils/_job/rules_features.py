@@ -297,12 +297,13 @@ def judge_resume(names: Iterable[str], path: str, tag: str, expect: Mapping[str,
     names on every node (``_checkpoint.classify``) against the job's grid ``expect``, with the fix
     the profile's DeepSpeed and Megatron-DeepSpeed allow, and the model form (a tag saved with or
     without --no-pipeline-parallel loads only into the same form). ``{layout, mismatches}``."""
-    names = list(names)
-    layout = _checkpoint.classify(sorted(set(str(name).rsplit("/", 1)[-1] for name in names)))
-    fix = universal_fix(_stack_profiles.deepspeed_pin(profile), _stack_profiles.mds_era(profile),
-                        layout.get("tensor_parallel"), layout.get("pipeline_parallel"),
-                        source="%s/%s" % (str(path).rstrip("/"), tag))
+    def fix(layout: Mapping[str, Any]) -> str:
+        return universal_fix(_stack_profiles.deepspeed_pin(profile), _stack_profiles.mds_era(profile),
+                             layout.get("tensor_parallel"), layout.get("pipeline_parallel"),
+                             source="%s/%s" % (str(path).rstrip("/"), tag))
+
     judged = _checkpoint.judge_listing(names, path, tag, expect, fix=fix)
+    layout = judged["layout"]
     if no_pipeline_parallel is not None and layout.get("tensor_parallel") is not None \
             and (not layout["pipeline"]) != bool(no_pipeline_parallel):
         judged["mismatches"].insert(0, (

@@ -516,7 +516,8 @@ def test_judge_listing_names_each_mismatch(names, expect, wanted):
 
 def test_judge_listing_takes_the_callers_fix_and_paths():
     got = ck.judge_listing(["/abs/ck/global_step5/" + n for n in _mp(2)], "/ck", "global_step5",
-                           dict(world_size=2, tensor_parallel=1, pipeline_parallel=1), fix="resume with TP 2")
+                           dict(world_size=2, tensor_parallel=1, pipeline_parallel=1),
+                           fix=lambda layout: "resume with TP %d" % layout["tensor_parallel"])
     assert got["layout"]["tensor_parallel"] == 2
     assert got["mismatches"] == ["/ck/global_step5 was saved with tensor_parallel=2, expected 1: a TP/PP change needs "
                                  "a conversion: resume with TP 2"]
