@@ -14,6 +14,11 @@ PACKAGES=python3,python3-apt,systemd,systemd-sysv,dbus,sudo,ca-certificates,open
 
 log() { printf 'build-node-image: %s\n' "$*" >&2; }
 
+# One build at a time (the same lock as ensure-docker.sh): a second call waits for the first and
+# then finds the image up to date.
+exec 9>"${MEGATRON_DS_SETUP_LOCK:-/tmp/megatron-ds-setup.lock}"
+flock 9
+
 recipe_hash=$(sha256sum "$0" | cut -c1-16)
 current=$(docker image inspect --format '{{ index .Config.Labels "megatron_ds.recipe" }}' \
   "${IMAGE_REPO}:${IMAGE_TAG}" 2>/dev/null || true)

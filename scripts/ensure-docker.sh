@@ -7,6 +7,11 @@ set -euo pipefail
 
 log() { printf 'ensure-docker: %s\n' "$*" >&2; }
 
+# One setup at a time: .ci/run builds the node image in the background while the unit tests run,
+# and make test's own `image` step then waits here instead of installing or building twice.
+exec 9>"${MEGATRON_DS_SETUP_LOCK:-/tmp/megatron-ds-setup.lock}"
+flock 9
+
 if docker info >/dev/null 2>&1; then
   exit 0
 fi

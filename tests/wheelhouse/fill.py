@@ -18,6 +18,12 @@ torch comes from pip's own configuration plus ``--torch-index-url``. For a CPU p
 requirement carries the ``+cpu`` local label, so a CUDA torch from PyPI (several GB of NVIDIA
 wheels) is never taken by mistake.
 
+For a CPU profile, when this interpreter is the nodes' CPython and has the profile's torch, the
+sdist is also built once here into a wheel with DeepSpeed's shared-memory all-reduce op compiled
+ahead of time (``DS_BUILD_SHM_COMM=1``, DeepSpeed's own switch). Otherwise every fresh node
+JIT-compiles that op at its first launch (``deepspeed/comm/torch.py`` ``build_shm_op``): about
+90 s on three simulated nodes sharing two cores, per scenario. pip on the nodes prefers the wheel.
+
 A stamp file records what was fetched; a second run with the same request does nothing.
 
     python tests/wheelhouse/fill.py --profile cpu --python 3.11        # molecule's wheelhouse
@@ -92,10 +98,12 @@ def plan(profile_name: str, extra: Optional[List[str]] = None) -> Dict[str, Any]
     }
 
 
-def _pip(*args: str) -> None:
+def _pip(*args: str, env: Optional[Dict[str, str]] = None) -> None:
+    """pip of this interpreter, the command echoed first (with the variables ``env`` adds)."""
     cmd = [sys.executable, "-m", "pip", "--disable-pip-version-check", *args]
-    print("+ " + " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True)
+    added = " ".join("%s=%s" % item for item in sorted((env or {}).items()))
+    print("+ " + (added + " " if added else "") + " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True, env=dict(os.environ, **env) if env else None)
 
 
 def _sdist_requirements(sdist: Path) -> List[str]:
@@ -105,6 +113,34 @@ def _sdist_requirements(sdist: Path) -> List[str]:
                       and m.name.count("/") == 2)
         text = tar.extractfile(member).read().decode()  # type: ignore[union-attr]
     return [line.split("#")[0].strip() for line in text.splitlines() if line.split("#")[0].strip()]
+
+
+def prebuild_reason(profile: Dict[str, Any], python: str, torch_spec: str) -> Optional[str]:
+    """Why DeepSpeed cannot be prebuilt here for these nodes, or None: a CUDA profile (its ops
+    build on the node against its CUDA), another CPython, or another torch than the profile's."""
+    if profile.get("accelerator") != "cpu":
+        return "a %s profile builds its ops on the node" % profile.get("accelerator")
+    here = "%d.%d" % sys.version_info[:2]
+    if here != python:
+        return "this interpreter is CPython %s, the nodes' %s" % (here, python)
+    try:
+        from importlib.metadata import version
+        torch_here = version("torch")
+    except Exception:  # pylint: disable=broad-except
+        return "this interpreter has no torch"
+    wanted = torch_spec.split("==", 1)[1] if "==" in torch_spec else None
+    if wanted is None or torch_here != wanted:
+        return "this interpreter's torch is %s, the profile's %s" % (torch_here, wanted or torch_spec)
+    return None
+
+
+def prebuild_deepspeed(sdist: Path, dest: Path) -> Path:
+    """pip wheel of the DeepSpeed sdist against this interpreter's torch, with the shared-memory
+    op compiled in (DS_ACCELERATOR=cpu, DS_BUILD_SHM_COMM=1)."""
+    _pip("wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", str(dest), str(sdist),
+         env={"DS_ACCELERATOR": "cpu", "DS_BUILD_OPS": "0", "DS_BUILD_SHM_COMM": "1",
+              "MAX_JOBS": os.environ.get("MAX_JOBS", "2")})
+    return next(dest.glob(sdist.name.replace(".tar.gz", "") + "-*.whl"))
 
 
 def fill(profile_name: str, python: str, dest: Path, torch_index_url: str = "",
@@ -117,8 +153,10 @@ def fill(profile_name: str, python: str, dest: Path, torch_index_url: str = "",
     wanted = p["pip_extra"] + p["requirements"] + p["build"] + [torch_spec] + p["extra"]
     if profile["accelerator"] == "cuda":
         wanted.append("nvidia-ml-py")  # DeepSpeed's setup.py adds it when it sees CUDA
+    no_prebuild = prebuild_reason(profile, python, torch_spec)
     request = {"profile": profile["name"], "python": python, "wanted": wanted,
-               "deepspeed": p["deepspeed"], "constraints": p["constraints"], "platforms": PLATFORMS}
+               "deepspeed": p["deepspeed"], "constraints": p["constraints"], "platforms": PLATFORMS,
+               "prebuilt_ops": [] if no_prebuild else ["SHM_COMM"]}
     digest = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
     dest.mkdir(parents=True, exist_ok=True)
     stamp = dest / STAMP
@@ -141,6 +179,10 @@ def fill(profile_name: str, python: str, dest: Path, torch_index_url: str = "",
         if torch_index_url:
             args += ["--extra-index-url", torch_index_url]
         _pip(*args, *wanted)
+        if no_prebuild:
+            print("DeepSpeed stays an sdist (built on each node): %s" % no_prebuild)
+        else:
+            print("prebuilt %s" % prebuild_deepspeed(sdist, dest).name)
 
     stamp.write_text(json.dumps({"digest": digest, "request": request}, indent=1, sort_keys=True) + "\n")
     size = sum(f.stat().st_size for f in dest.iterdir() if f.is_file())
