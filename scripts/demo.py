@@ -152,7 +152,7 @@ def plan(env: Mapping[str, str], logs: Path, train_iterations: int = 3, schedule
     if megatron_source(env):
         steps += [
             Step("prepare_data", "playbooks/prepare_data.yml",
-                 dict(common, megatron_launch_data_input=str(logs / "corpus.jsonl"))),
+                 dict(common, megatron_data_input=str(logs / "corpus.jsonl"))),
             Step("train", "playbooks/train.yml", dict(common, megatron_launch_wait=train_iterations,
                                                       megatron_job_tensorboard_dir=TENSORBOARD_DIR)),
             Step("stop", "playbooks/stop.yml", dict(common)),
@@ -319,7 +319,7 @@ def run(args: argparse.Namespace) -> int:
     failed = None
     for index, step in enumerate(steps, 1):
         if step.name == "prepare_data":
-            write_corpus(Path(step.extra_vars["megatron_launch_data_input"]))
+            write_corpus(Path(step.extra_vars["megatron_data_input"]))
         result = run_step(step, args.inventory, logs, index)
         results.append(result)
         if result.returncode != 0:

@@ -35,8 +35,8 @@ printf 'all:\n  vars:\n    ansible_connection: local\n    ansible_python_interpr
 # The corpus and its BPE tokenizer (bench/make_corpus.py), tokenised by the collection's own
 # prepare_data.yml (Megatron-DeepSpeed's tools/preprocess_data.py on the head node).
 python3 bench/make_corpus.py --out $D --repeat 8
-ansible-playbook -i /tmp/inv.yml playbooks/prepare_data.yml -e megatron_launch_data_input=$D/corpus.jsonl \
-  -e megatron_launch_data_input_on=head -e megatron_job_data_path=$D/corpus_text_document \
+ansible-playbook -i /tmp/inv.yml playbooks/prepare_data.yml -e megatron_data_input=$D/corpus.jsonl \
+  -e megatron_data_input_on=head -e megatron_job_data_path=$D/corpus_text_document \
   -e megatron_job_vocab_file=$D/vocab.json -e megatron_job_merge_file=$D/merges.txt \
   -e megatron_job_megatron_dir=$MDS -e megatron_job_venv=$VENV -e megatron_job_user=root -e megatron_job_group=root \
   > $OUT/prepare_data.log 2>&1

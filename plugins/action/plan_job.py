@@ -6,6 +6,7 @@ with the job validation's rules and memory estimate). It touches no host. Docume
 in plugins/modules/plan_job.py."""
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, Dict, Optional
 
@@ -23,13 +24,14 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = {
     "nodes": {"type": "int"},
     "gpus_per_node": {"type": "int"},
     "gpu_memory_mib": {"type": "int"},
-    "gpu": {"type": "str", "default": "H200"},
+    "gpu": {"type": "str"},
     "matmul_tflops": {"type": "float"},
     "peak_tflops": {"type": "float"},
     "nvlink_busbw_gbps": {"type": "float"},
     "internode_busbw_gbps": {"type": "float"},
     "padded_vocab_size": {"type": "int"},
     "keep": {"type": "dict"},
+    "burnin_report": {"type": "path"},
     "limit": {"type": "int", "default": 15},
     "dest": {"type": "path"},
 }
@@ -57,14 +59,38 @@ class ActionModule(ActionBase):
         if not nodes:
             raise AnsibleActionFail("planner: the number of nodes is unknown; put the training nodes in the "
                                     "inventory group megatron_nodes, or pass nodes=")
+        # Never a GPU assumed: the argument, the inventory's megatron_gpu_model, or the facts.
+        gpu, gpu_from = args["gpu"], "gpu argument"
+        if not gpu:
+            try:
+                gpu, gpu_from = _job_inputs.gpu_model(task_vars, self._templar.template)
+            except _job_inputs.JobInputError as exc:
+                raise AnsibleActionFail("planner: %s" % exc) from None
+        if not gpu:
+            raise AnsibleActionFail(
+                "planner: the GPU model is unknown (%s): set megatron_gpu_model in the inventory (one of %s), run "
+                "playbooks/preflight.yml once so that the facts cache names the nodes' GPUs, or pass gpu= "
+                "(plan.yml: -e plan_gpu=A100-80GB)" % (gpu_from, ", ".join(sorted(_job_plan.GPUS))))
         rates = {k: args[k] for k in ("matmul_tflops", "peak_tflops", "nvlink_busbw_gbps", "internode_busbw_gbps")}
+        calibrated = None
+        if args["burnin_report"] and os.path.isfile(args["burnin_report"]):
+            try:
+                with open(args["burnin_report"]) as handle:
+                    report = json.load(handle)
+            except (OSError, ValueError) as exc:
+                raise AnsibleActionFail("planner: cannot read the burn-in report %s (%s); run burnin.yml again, "
+                                        "or pass burnin_report=''" % (args["burnin_report"], exc))
+            measured, calibrated = _job_plan.burnin_rates(report, args["burnin_report"])
+            # What the task passes explicitly wins over what the burn-in measured.
+            rates = dict(measured, **{k: v for k, v in rates.items() if v is not None})
         try:
             deepspeed_version = _stack_profiles.deepspeed_pin(spec["stack_profile"])
-            planned = _job_plan.plan(spec, nodes, gpus, args["gpu_memory_mib"] or fact_memory, args["gpu"], rates,
+            planned = _job_plan.plan(spec, nodes, gpus, args["gpu_memory_mib"] or fact_memory, gpu, rates,
                                      args["keep"], deepspeed_version, args["padded_vocab_size"])
         except (_job_schema.JobError, _stack_profiles.UnknownProfileError) as exc:
             raise AnsibleActionFail("planner: %s" % (exc.args[0] if exc.args else exc))
-        lines = _job_plan.table(planned, args["limit"])
+        lines = ["%s (%s), %d node(s) x %d; %s" % (gpu, gpu_from, nodes, gpus, _job_plan.uncertainty(gpu))] \
+            + ([calibrated] if calibrated else []) + _job_plan.table(planned, args["limit"])
         fits = [row for row in planned["layouts"] if row["fits"]]
         chosen = fits[0] if fits else None
         result["table"] = lines
@@ -74,6 +100,9 @@ class ActionModule(ActionBase):
         result["nodes"] = nodes
         result["nodes_from"] = nodes_from
         result["gpus_per_node"] = gpus
+        result["gpu"] = gpu
+        result["gpu_from"] = gpu_from
+        result["calibration"] = calibrated
         result["changed"] = False
         if chosen is None:
             result["failed"] = True
@@ -83,17 +112,23 @@ class ActionModule(ActionBase):
         chosen_vars = _job_plan.layout_vars(chosen)
         result["chosen"] = chosen_vars
         result["yaml"] = self._yaml(chosen, chosen_vars)
+        result["prediction"] = _job_plan.prediction(chosen, nodes * gpus, gpu, calibrated)
         if args["dest"] and not self._task.check_mode:
-            try:
-                os.makedirs(os.path.dirname(os.path.abspath(args["dest"])), exist_ok=True)
-                previous = open(args["dest"]).read() if os.path.isfile(args["dest"]) else None
-                if previous != result["yaml"]:
-                    with open(args["dest"], "w") as handle:
-                        handle.write(result["yaml"])
-                    result["changed"] = True
-            except OSError as exc:
-                raise AnsibleActionFail("planner: cannot write %s (%s); give a writable dest" % (args["dest"], exc))
+            # The YAML for the inventory, and beside it what status.yml compares the running job with.
+            sidecar = os.path.splitext(args["dest"])[0] + ".prediction.json"
+            for path, text in ((args["dest"], result["yaml"]),
+                               (sidecar, json.dumps(result["prediction"], indent=1, sort_keys=True) + "\n")):
+                try:
+                    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+                    previous = open(path).read() if os.path.isfile(path) else None
+                    if previous != text:
+                        with open(path, "w") as handle:
+                            handle.write(text)
+                        result["changed"] = True
+                except OSError as exc:
+                    raise AnsibleActionFail("planner: cannot write %s (%s); give a writable dest" % (path, exc))
             result["dest"] = args["dest"]
+            result["prediction_file"] = sidecar
         result["msg"] = "\n".join(lines + ["chosen: %s (%s)" % (_job_plan.describe(chosen), ", ".join(
             "%s: %s" % (k, to_text(v)) for k, v in chosen_vars.items()))])
         return result

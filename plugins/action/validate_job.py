@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from ansible.errors import AnsibleActionFail
@@ -20,6 +21,9 @@ from ansible.utils.display import Display
 
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import files as _job_files
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import findings as _job_findings
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import upstream as _job_upstream
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._mds import oracle as _mds_oracle
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import plan as _job_plan
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import rules as _job_rules
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import schema as _job_schema
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import script as _job_script
@@ -79,12 +83,15 @@ class ActionModule(ActionBase):
         notes: List[str] = []
         script = None
         ds_config: Optional[Dict[str, Any]] = None
-        ds_config_file = args["ds_config_file"]
-        hostfile = args["hostfile"]
+        # The job files to judge instead of the spec: the options, else the inventory's (or -e)
+        # megatron_job_script / _ds_config_file / _hostfile, as validate.yml documents them.
+        given_script = args["script"] or self._var(task_vars, "megatron_job_script")
+        ds_config_file = args["ds_config_file"] or self._var(task_vars, "megatron_job_ds_config_file")
+        hostfile = args["hostfile"] or self._var(task_vars, "megatron_job_hostfile")
         spec_vars: Dict[str, Any] = {}
 
-        if args["script"]:
-            script_path = self._resolve(args["script"], "script")
+        if given_script:
+            script_path = self._resolve(given_script, "script")
             script = _job_script.parse_train_script(self._read(script_path, "script"), era=era)
             spec = script["spec"]
             # train.sh does not name its stack profile: the profile's rules (flash attention
@@ -136,6 +143,15 @@ class ActionModule(ActionBase):
         fact_gpus, fact_memory = _job_inputs.gpu_facts(task_vars)
         if args["gpu_memory_mib"] is None and fact_memory:
             notes.append("GPU memory from gpu_stack_facts: %s MiB (the smallest GPU)" % fact_memory)
+        elif args["gpu_memory_mib"] is None:
+            # The inventory's megatron_gpu_model, the same source the planner uses.
+            try:
+                model, model_from = _job_inputs.gpu_model(task_vars, self._templar.template)
+            except _job_inputs.JobInputError as exc:
+                raise AnsibleActionFail(str(exc)) from None
+            if model:
+                fact_memory = int(_job_plan.GPUS[model]["memory_mib"])
+                notes.append("GPU memory from %s %s: %s MiB" % (model_from, model, fact_memory))
         if args["gpus_per_node"] is None and not hosts and fact_gpus:
             notes.append("GPUs per node from gpu_stack_facts: %s (the smallest node)" % fact_gpus)
         cluster = {
@@ -151,6 +167,12 @@ class ActionModule(ActionBase):
                 resume["no_pipeline_parallel"] = args["resume_no_pipeline_parallel"]
 
         findings = _job_rules.validate(spec, ds_config, cluster, resume, deepspeed_version, script=script)
+        gpus = cluster["gpus_per_node"] or (min(hosts.values()) if hosts else None) or spec.get("gpus_per_node")
+        upstream_findings, upstream_note = self._upstream(spec, script, ds_config, nodes, gpus,
+                                                          os.path.dirname(script_path) if script else None)
+        findings.extend(upstream_findings)
+        if upstream_note:
+            notes.append(upstream_note)
         for key in _job_schema.unknown_keys(spec_vars):
             findings.insert(0, _job_findings.finding(
                 "%s is a job spec variable" % key, "warn", "spec", key, "a megatron_job_* variable of the megatron_job role",
@@ -170,7 +192,6 @@ class ActionModule(ActionBase):
         # finding is in the report files (text table and JSON).
         message = _report.render(findings, summary, Display().verbosity, _report.terminal_width(MSG_INDENT))
 
-        gpus = cluster["gpus_per_node"] or (min(hosts.values()) if hosts else None) or spec.get("gpus_per_node")
         result.update(
             changed=False,
             findings=findings,
@@ -198,6 +219,37 @@ class ActionModule(ActionBase):
             return failed
         result["msg"] = message
         return result
+
+    @staticmethod
+    def _upstream(spec: Dict[str, Any], script: Optional[Dict[str, Any]], ds_config: Optional[Dict[str, Any]],
+                  nodes: Optional[int], gpus: Optional[int], base: Optional[str]) -> Tuple[List[Dict[str, str]], Optional[str]]:
+        """Upstream as the oracle on the controller: with MEGATRON_DS_SRC (a Megatron-DeepSpeed
+        checkout) and MEGATRON_DS_PYTHON (a python with torch and DeepSpeed; default this one), the
+        checkout's own validate_args and DeepSpeed's own config judge the job too. (findings, note)."""
+        source = os.environ.get("MEGATRON_DS_SRC")
+        if not source:
+            return [], None
+        python = os.environ.get("MEGATRON_DS_PYTHON") or sys.executable
+        if not nodes or not gpus:
+            return [], "upstream check not run: the node count or the GPUs per node is unknown"
+        try:
+            if script:
+                request = {"megatron_dir": source, "workdir": base, "argv": script["args"], "ds_config": ds_config,
+                           "env": {}, "world_size": int(nodes) * int(gpus),
+                           "args_defaults": dict(_mds_oracle.PRETRAIN_GPT_DEFAULTS)}
+            else:
+                request = _job_upstream.request(spec, megatron_dir=source, nodes=nodes)
+                request["workdir"] = None
+                if ds_config is not None:
+                    request["ds_config"] = ds_config
+        except _job_schema.JobError as exc:
+            return [], "upstream check not run: %s" % exc
+        verdict = _job_upstream.run_oracle(request, python)
+        if not verdict.get("ran"):
+            return [], "upstream check not run: %s" % verdict.get("reason")
+        return (_job_upstream.findings(verdict),
+                "upstream check: %s's validate_args and DeepSpeed %s's config, world size %d"
+                % (source, (verdict.get("versions") or {}).get("deepspeed"), request["world_size"]))
 
     @staticmethod
     def _write_report(directory: Optional[str], findings: List[Dict[str, str]], summary: str) -> Dict[str, Optional[str]]:

@@ -13,6 +13,8 @@ that turns the package's JobError into AnsibleFilterError.
 * ``job_files(spec, profile, hosts)``: every job file's content at once (the role renders its
   templates from it).
 * ``hostfile_lines(hosts, slots)``, ``deepspeed_env_file_supported(profile)``.
+* ``renamed_variables(hostvars[host])``: one line per renamed variable the host still sets
+  (plugin_utils/_renamed.py), for inventory_check.yml and the roles that took the names over.
 * ``sbatch_options(spec, job_name, output, ...)``, ``srun_args(spec)``, ``slurm_launch_summary(spec)``,
   ``slurm_rank_command(python, script)``: the slurm launch backend's sbatch script (_job_sbatch).
 """
@@ -28,6 +30,7 @@ from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import sb
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import spec as _job_spec
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._stack import profiles as _stack_profiles
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job.schema import JobError
+from ansible_collections.megatron_ds.cluster.plugins.plugin_utils import _renamed
 
 # Filters whose input is the job spec (the megatron_job_* variables with or without their
 # prefix, plus `nodes`). The role builds it as __megatron_job_spec.
@@ -51,6 +54,7 @@ _OTHER_FILTERS: Dict[str, Callable[..., Any]] = {
     "hostfile_lines": _job_files.hostfile_lines,
     "deepspeed_env_file_supported": _job_files.deepspeed_env_file_supported,
     "slurm_rank_command": _job_sbatch.rank_command,
+    "renamed_variables": _renamed.still_set,
 }
 
 

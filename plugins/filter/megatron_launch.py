@@ -14,8 +14,13 @@ The logic lives in module_utils/_launch/; each filter is a thin adapter.
 * ``checkpoint_step(tag)``: global_stepN -> N.
 * ``checkpoint_judge(names, path, tag, expect, profile, no_pipeline_parallel)``: a resume's one
   judgement of a tag, from the union of its file names on every node (_job.rules_features.judge_resume).
+* ``checkpoint_expect(job_vars, nodes)``: the checkpoint shape the inventory's job variables declare
+  (_checkpoint.expect_from_job).
 * ``checkpoint_lacking(checkpoints, tag)``: the nodes that lack part of a checkpoint tag.
 * ``ssh_sweep(lines, addresses)``: the head node's ssh sweep, by node.
+* ``upstream_request(spec, megatron_dir=, workdir=)`` and ``upstream_verdict(stdout)``: the request
+  the upstream oracle (module_utils/_mds/oracle.py) runs on the head node, and its verdict
+  (_job.upstream).
 * ``job_status(probes, head, rank0, record)`` and ``status_lines(status)``: status.yml's report.
 """
 from __future__ import annotations
@@ -24,12 +29,15 @@ from typing import Any, Callable, Dict
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.megatron_ds.cluster.plugins.module_utils import _checkpoint
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import burnin as _launch_burnin
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import checkpoints as _launch_checkpoints
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import prelaunch as _launch_prelaunch
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import processes as _launch_processes
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import status as _launch_status
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import plan as _job_plan
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import rules_features as _job_rules_features
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import upstream as _job_upstream
 
 
 def _adapt(func: Callable[..., Any], name: str) -> Callable[..., Any]:
@@ -58,9 +66,13 @@ class FilterModule:
             "checkpoint_shape": _launch_checkpoints.checkpoint_shape,
             "checkpoint_step": _launch_checkpoints.step_of,
             "checkpoint_judge": _job_rules_features.judge_resume,
+            "checkpoint_expect": _checkpoint.expect_from_job,
             "checkpoint_lacking": _launch_prelaunch.checkpoint_lacking,
             "ssh_sweep": _launch_prelaunch.parse_ssh_sweep,
+            "upstream_request": _job_upstream.encoded_request,
+            "upstream_verdict": _job_upstream.verdict,
             "job_status": _launch_status.job_status,
             "status_lines": _launch_status.status_lines,
+            "plan_against": _job_plan.against,
         }
         return {name: _adapt(func, name) for name, func in table.items()}

@@ -40,6 +40,9 @@ _raw:
     files:
       description: Number of Python files in the library.
       type: int
+    collection:
+      description: The collection's own directory on the controller (what C(ansible-galaxy collection build) takes).
+      type: str
 """
 
 from ansible.errors import AnsibleLookupError

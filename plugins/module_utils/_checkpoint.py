@@ -357,6 +357,31 @@ def normalise_expect(expect: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
     return out
 
 
+# The job variables (megatron_job_<key>) a checkpoint's shape is expected from.
+JOB_EXPECT_KEYS = ("tensor_parallel", "pipeline_parallel", "zero_stage")
+
+
+def expect_from_job(job_vars: Mapping[str, Any], nodes: int) -> Dict[str, Any]:
+    """The shape a job's own variables declare for its checkpoints (the job lookup's ``vars``:
+    the ``megatron_job_*`` names the inventory sets), for ``normalise_expect``. Only what the
+    inventory sets: a cluster that leaves the job at the schema's defaults is judged by what its
+    checkpoints hold, not by a TP 8 it never asked for. ``world_size`` is ``nodes`` x
+    ``megatron_job_gpus_per_node`` when both are known."""
+    out: Dict[str, Any] = {}
+    for key in JOB_EXPECT_KEYS + ("gpus_per_node",):
+        value = job_vars.get("megatron_job_" + key)
+        if value is None or value == "":
+            continue
+        try:
+            out[key] = int(value)
+        except (TypeError, ValueError):
+            raise ValueError("megatron_job_%s must be an integer, got %r" % (key, value))
+    gpus = out.pop("gpus_per_node", None)
+    if gpus is not None and int(nodes or 0) > 0:
+        out["world_size"] = int(nodes) * gpus
+    return out
+
+
 def shape_mismatches(path: str, tag: str, layout: Mapping[str, Any], expect: Mapping[str, Any],
                      whole: bool = True, fix: Optional[str] = None) -> List[str]:
     """How tag ``tag`` (``classify``'s ``layout``) differs from the job ``expect`` describes, each with

@@ -38,9 +38,12 @@ options:
     description: Memory of one GPU in MiB. Default is gathered C(gpu_stack_facts), else the O(gpu)'s listed memory.
     type: int
   gpu:
-    description: The GPU model (H200, H100, A100-80GB or A100-40GB), for its listed peak, matmul rate and memory.
+    description:
+      - The GPU model (H200, H100, A100-80GB or A100-40GB), for its listed peak, matmul rate and memory.
+      - When not given, the inventory's C(megatron_gpu_model), else the GPU name every node's gpu_stack_facts
+        reports (gathered in the play or cached by the last preflight). With none of them the task fails and
+        says what to set; the planner never assumes a GPU.
     type: str
-    default: H200
   matmul_tflops:
     description: The measured dense bf16 matmul rate of one GPU (bench/gpu/matmul.py), replacing the listed one.
     type: float
@@ -59,15 +62,29 @@ options:
   keep:
     description: Layout keys to pin (tp, pp, zero, micro, recompute), for instance to re-plan with the checkpoint's TP and PP.
     type: dict
+  burnin_report:
+    description:
+      - A burn-in report (what burnin.yml writes to C(megatron_launch_burnin_dest)). When the file
+        exists, its C(calibration) (the slowest rank's matmul TFLOP/s, the slowest node's all-reduce
+        bus bandwidth, the world's across nodes) replaces the GPU's listed rates; the options
+        I(matmul_tflops), I(nvlink_busbw_gbps) and I(internode_busbw_gbps) still win. The table's
+        header says which report was used. A missing file is not an error; a burn-in on CPU ranks
+        is not used.
+    type: path
   limit:
     description: Rows of the table.
     type: int
     default: 15
   dest:
-    description: Write the chosen layout's C(megatron_job_*) variables to this YAML file on the controller.
+    description:
+      - Write the chosen layout's C(megatron_job_*) variables to this YAML file on the controller, and
+        beside it C(<dest without its suffix>.prediction.json), the prediction status.yml compares a
+        running job with (C(megatron_launch_status_plan)).
     type: path
 notes:
-  - The time model knows one GPU kind from measurement (H200); other GPUs scale its figures by their matmul rate.
+  - The time model is fitted on measured H200 runs and, for the A100, on published runs (bench/published/megatron_runs.json);
+    other GPUs scale its compute by their matmul rate and its memory-bound parts by their HBM bandwidth.
+    Every plan states the model's measured error on its GPU (docs/planning.md).
 seealso:
   - module: megatron_ds.cluster.validate_job
 """
@@ -79,6 +96,10 @@ EXAMPLES = r"""
     dest: "{{ playbook_dir }}/../plan/megatron_job.yml"
   register: plan
 
+- name: Plan | Rank them with the rates the last burn-in measured
+  megatron_ds.cluster.plan_job:
+    burnin_report: "{{ lookup('ansible.builtin.env', 'HOME') }}/.ansible/megatron_ds/burnin/gpt.json"
+
 - name: Plan | Re-plan for 6 nodes, keeping TP and PP
   megatron_ds.cluster.plan_job:
     nodes: 6
@@ -86,6 +107,18 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+calibration:
+  description: The header line naming the burn-in report whose rates were used, or why it was not; null without one.
+  returned: always
+  type: str
+prediction:
+  description: The chosen layout's predicted tokens/s per GPU, step, memory and MFU, the GPU and the model's measured error on it.
+  returned: when a layout fits
+  type: dict
+prediction_file:
+  description: Where the prediction was written (with dest).
+  returned: with dest
+  type: str
 table:
   description: The ranked layouts as text lines, at most 160 columns each.
   returned: always
@@ -118,4 +151,14 @@ nodes:
   description: The node count planned for.
   returned: always
   type: int
+gpu:
+  description: The GPU model planned for.
+  returned: always
+  type: str
+  sample: A100-80GB
+gpu_from:
+  description: Where the GPU model came from (the gpu argument, the inventory's megatron_gpu_model, or the nodes' facts).
+  returned: always
+  type: str
+  sample: inventory megatron_gpu_model
 """

@@ -84,6 +84,13 @@ options:
     type: str
     choices: [required, advisory]
     default: required
+  megatron_checkout:
+    description:
+      - Whether the inventory installs a Megatron-DeepSpeed checkout (false where
+        C(python_env_megatron_source) is C(none), as in the demo without a source). A node without
+        one is then skipped instead of warned about; with true (the default) it is a warning.
+    type: bool
+    default: true
   min_free_gb:
     description:
       - Free space required on every path of O(disk_paths), in gigabytes (10^9 bytes). Omit to skip.

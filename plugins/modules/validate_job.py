@@ -44,6 +44,7 @@ options:
   script:
     description:
       - Path on the controller to an existing C(train.sh) to validate instead of the spec.
+      - Default the task variable C(megatron_job_script) when it is set (C(-e megatron_job_script=PATH)).
       - Shell variables, line continuations and the C(deepspeed [launcher options]
         pretrain_gpt.py [arguments]) command are understood (C(torchrun) and
         C(python -m torch.distributed.run) too).
@@ -53,6 +54,7 @@ options:
   ds_config_file:
     description:
       - Path on the controller to the job's C(ds_config.json).
+      - Default the task variable C(megatron_job_ds_config_file) when it is set.
       - Without it, the JSON is taken to be rendered from the spec, so the JSON-vs-arguments
         checks are skipped.
     type: path
@@ -60,6 +62,7 @@ options:
     description:
       - Path on the controller to a DeepSpeed hostfile (C(host slots=N) lines). It is parsed
         with DeepSpeed's own rules and gives the default node count and GPUs per node.
+      - Default the task variable C(megatron_job_hostfile) when it is set.
     type: path
   nodes:
     description:

@@ -28,7 +28,7 @@ HEAD_GROUP = "megatron_head"
 ADDRESS_VAR = _job_schema.PREFIX + "node_address"
 # The role's defaults take these from outside it (schema INHERITED): the inventory-wide name wins
 # over the schema default unless the job variable itself is set.
-INHERITED_FROM = {"stack_profile": "megatron_stack_profile", "nccl_env": "nccl_env"}
+INHERITED_FROM = {"stack_profile": "megatron_stack_profile", "nccl_env": "nccl_env", "user": "cluster_ssh_user"}
 
 Template = Callable[[Any], Any]
 
@@ -173,23 +173,62 @@ def read_text(path: str, option: str) -> str:
         raise JobInputError("%s: cannot read %s: %s" % (option, path, exc)) from exc
 
 
-def gpu_facts(variables: Mapping[str, Any], nodes_group: str = NODES_GROUP) -> Tuple[Optional[int], Optional[int]]:
-    """(smallest GPU count, smallest GPU memory in MiB) over the nodes whose gpu_stack_facts are
-    known (gathered in this run or cached); (None, None) otherwise."""
-    counts: List[int] = []
-    memories: List[int] = []
+def _node_gpus(variables: Mapping[str, Any], nodes_group: str) -> List[Tuple[str, Mapping[str, Any]]]:
+    """(host, the gpus part of its gpu_stack_facts) for each node whose facts are known, gathered
+    in this run (a registered fact) or cached by the last preflight (ansible_facts)."""
     hostvars = variables.get("hostvars") or {}
+    found = []
     for host in _group(variables, nodes_group):
         try:
             facts = hostvars[host].get("gpu_stack_facts") or (hostvars[host].get("ansible_facts") or {}).get("gpu_stack_facts")
             gpus = (facts or {}).get("gpus") or {}
         except (KeyError, AttributeError, TypeError):
             continue
+        if isinstance(gpus, Mapping):
+            found.append((host, gpus))
+    return found
+
+
+def gpu_facts(variables: Mapping[str, Any], nodes_group: str = NODES_GROUP) -> Tuple[Optional[int], Optional[int]]:
+    """(smallest GPU count, smallest GPU memory in MiB) over the nodes whose gpu_stack_facts are
+    known (gathered in this run or cached); (None, None) otherwise."""
+    counts: List[int] = []
+    memories: List[int] = []
+    for _host, gpus in _node_gpus(variables, nodes_group):
         if isinstance(gpus.get("count"), int) and gpus["count"] > 0:
             counts.append(gpus["count"])
         if isinstance(gpus.get("memory_mib"), int):
             memories.append(gpus["memory_mib"])
     return (min(counts) if counts else None), (min(memories) if memories else None)
+
+
+def gpu_model(variables: Mapping[str, Any], template: Template,
+              nodes_group: str = NODES_GROUP) -> Tuple[Optional[str], str]:
+    """(the planner's GPU name, where it came from): the inventory's ``megatron_gpu_model``, else
+    the GPU name in the nodes' gpu_stack_facts (gathered in this run or cached by the last
+    preflight) when every node reports the same one; (None, why not) otherwise. An unknown name
+    raises JobInputError naming the known ones."""
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import plan as _job_plan
+
+    given = template_var(variables, template, _job_plan.GPU_MODEL_VAR)
+    if given not in (None, ""):
+        key = _job_plan.gpu_key(str(given))
+        if key is None:
+            raise JobInputError("%s is %r; expected one of %s (the planner's GPUs)" % (
+                _job_plan.GPU_MODEL_VAR, given, ", ".join(sorted(_job_plan.GPUS))))
+        return key, "inventory %s" % _job_plan.GPU_MODEL_VAR
+    seen = {}
+    for host, gpus in _node_gpus(variables, nodes_group):
+        if gpus.get("model"):
+            seen[host] = (gpus["model"], gpus.get("memory_mib"))
+    models = sorted(set(_job_plan.gpu_key(name, memory) or name for name, memory in seen.values()))
+    if len(models) == 1 and models[0] in _job_plan.GPUS:
+        return models[0], "gpu_stack_facts of %d node(s) (%s)" % (len(seen), sorted(set(n for n, _m in seen.values()))[0])
+    if len(models) > 1:
+        return None, "the nodes' gpu_stack_facts name different GPUs (%s)" % ", ".join(models)
+    if models:
+        return None, "the nodes' gpu_stack_facts name %s, which the planner does not know" % models[0]
+    return None, "neither %s in the inventory nor gpu_stack_facts of the nodes" % _job_plan.GPU_MODEL_VAR
 
 
 def node_count(given: Optional[int], hosts: Any, variables: Mapping[str, Any],

@@ -30,6 +30,11 @@ def module_utils_root() -> str:
     return os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils"))
 
 
+def collection_root() -> str:
+    """The collection's own directory (where galaxy.yml or MANIFEST.json is), on the controller."""
+    return os.path.normpath(os.path.join(module_utils_root(), "..", ".."))
+
+
 def source_files(root: str) -> List[str]:
     """The library's Python files under ``root``, relative and sorted (no caches, no bytecode)."""
     found = []
@@ -105,4 +110,4 @@ def build_archive(root: Optional[str] = None, cache_dir: Optional[str] = None) -
         finally:
             if os.path.exists(partial):
                 os.unlink(partial)
-    return {"archive": path, "digest": sha, "files": len(files)}
+    return {"archive": path, "digest": sha, "files": len(files), "collection": collection_root()}

@@ -50,7 +50,9 @@ def _run(tmp_path: pathlib.Path, node_vars: Dict[str, Dict[str, Any]]) -> subpro
     ({"node1": {"megatron_stack_profile": "cu999"}, "node2": {"megatron_stack_profile": "cu999"}}, 2,
      "expected one of cu117, cu121, cu130, cpu"),
     ({"node1": {"megatron_scheduler": "pbs"}, "node2": {}}, 2, "megatron_scheduler is 'pbs', expected none"),
-], ids=["same profile", "default profile", "profiles differ", "unknown profile", "unknown scheduler"])
+    ({"node1": {}, "node2": {"megatron_launch_data_input": "/c.jsonl", "megatron_launch_data_stage": "never"}}, 2,
+     "node2: megatron_launch_data_input is now megatron_data_input; megatron_launch_data_stage is now megatron_data_stage"),
+], ids=["same profile", "default profile", "profiles differ", "unknown profile", "unknown scheduler", "renamed variables"])
 def test_inventory_check(tmp_path: pathlib.Path, node_vars: Dict[str, Dict[str, Any]], rc: int, words: str) -> None:
     result = _run(tmp_path, node_vars)
     output = result.stdout + result.stderr

@@ -18,11 +18,12 @@ def test_plan_playbook_on_prod_inventory_writes_valid_group_vars(tmp_path):
     dest = tmp_path / "megatron_job.yml"
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_FORCE_COLOR="0")
     base = [PLAYBOOK, "-i", os.path.join(REPO, "inventories", "prod"), "-e", "ansible_host=127.0.0.1"]
-    plan = subprocess.run(base + [os.path.join(REPO, "playbooks", "plan.yml"), "-e", "plan_gpu=A100-80GB",
-                                  "-e", "plan_dest=%s" % dest],
+    # No plan_gpu: the inventory's megatron_gpu_model (A100-80GB) says what to plan for.
+    plan = subprocess.run(base + [os.path.join(REPO, "playbooks", "plan.yml"), "-e", "plan_dest=%s" % dest],
                           cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
     assert plan.returncode == 0, plan.stdout[-3000:]
     assert "rank layout" in plan.stdout and "chosen: TP" in plan.stdout
+    assert "A100-80GB (inventory megatron_gpu_model), 8 node(s) x 8" in plan.stdout
     text = dest.read_text()
     assert "megatron_job_tensor_parallel:" in text and "megatron_job_global_batch_size: 256" in text
     check = subprocess.run(base + [os.path.join(REPO, "playbooks", "validate.yml"), "-e", "@%s" % dest,

@@ -126,3 +126,18 @@ def test_cu117_pins_install_and_import_on_python311(tmp_path):
     check = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "check"], capture_output=True, text=True,
                            check=False)
     assert check.returncode == 0, check.stdout
+
+
+@pytest.mark.parametrize("profile, python, torch_spec, reason", [
+    ({"accelerator": "cuda"}, "3.11", "torch==1.13.1", "a cuda profile builds its ops on the node"),
+    ({"accelerator": "cpu"}, "3.9", "torch==2.13.0+cpu", "this interpreter is CPython"),
+    ({"accelerator": "cpu"}, "%d.%d" % sys.version_info[:2], "torch==0.0.1+cpu", "the profile's 0.0.1+cpu"),
+])
+def test_deepspeed_is_prebuilt_only_for_the_nodes_interpreter_and_torch(profile, python, torch_spec, reason):
+    assert reason in fill.prebuild_reason(profile, python, torch_spec)
+
+
+def test_deepspeed_is_prebuilt_where_interpreter_and_torch_match():
+    from importlib.metadata import version
+    here = "%d.%d" % sys.version_info[:2]
+    assert fill.prebuild_reason({"accelerator": "cpu"}, here, "torch==" + version("torch")) is None

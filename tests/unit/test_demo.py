@@ -55,7 +55,7 @@ def test_plan_waits_for_the_iterations_asked_and_writes_tensorboard(iterations, 
     assert plan["train"].extra_vars["megatron_launch_wait"] == iterations
     assert plan["train"].extra_vars["megatron_job_tensorboard_dir"] == demo.TENSORBOARD_DIR
     assert plan["burnin"].extra_vars == {"megatron_launch_burnin_dest": str(tmp_path / "burnin.json")}
-    assert plan["prepare_data"].extra_vars == {"megatron_launch_data_input": str(tmp_path / "corpus.jsonl")}
+    assert plan["prepare_data"].extra_vars == {"megatron_data_input": str(tmp_path / "corpus.jsonl")}
     assert all((REPO / s.playbook).is_file() for s in plan.values())
 
 
@@ -279,7 +279,7 @@ if "megatron_launch_burnin_dest" in extra:
     with open(extra["megatron_launch_burnin_dest"], "w") as h:
         json.dump({burnin}, h)
 if args[2].endswith("prepare_data.yml"):
-    assert open(extra["megatron_launch_data_input"]).readline().startswith('{{"text": ')
+    assert open(extra["megatron_data_input"]).readline().startswith('{{"text": ')
 print('ok: [sim-node1] => {{"msg": "preflight passed for profile cpu on 3 node(s): 0 failed, 0 warning(s)"}}')
 print({recap!r})
 sys.exit({fail!r} if args[2].endswith({fail_at!r}) else 0)

@@ -11,7 +11,7 @@ import tempfile
 import pytest
 
 from launch_helpers import (DATA_PREFIX, NODES, REAL_MDS, TRAIN_CKPT, TRAIN_LOG, latest, node, playbook, ranks,
-                            run_log)
+                            run_log, start_markers)
 
 pytestmark = pytest.mark.skipif(not REAL_MDS, reason="needs a Megatron-DeepSpeed checkout: set MEGATRON_DS_SRC")
 
@@ -23,11 +23,27 @@ def test_prepare_data_tokenises_on_the_head_and_stages_to_every_node():
             for doc in range(400):
                 tokens = [str((doc * 7 + i * 13) % 997 + 1) for i in range(60 + doc % 140)]
                 handle.write(json.dumps({"text": " ".join(tokens)}) + "\n")
-        rc, output = playbook("prepare_data.yml", {"megatron_launch_data_input": corpus})
+        rc, output = playbook("prepare_data.yml", {"megatron_data_input": corpus})
     assert rc == 0, output
     for name in NODES:
         for ext in (".bin", ".idx"):
             assert node(name).file(DATA_PREFIX + ext).size > 0, (name, ext)
+
+
+def test_upstream_refuses_on_the_head_node_what_the_static_rules_let_through():
+    """DeepSpeed sequence parallelism that does not divide the world passes the controller's
+    rules (they do not count it yet), but the checkout's own validate_args refuses it
+    (megatron/arguments.py:104 at 4efb479d); train.yml's upstream check on the head node stops the
+    launch with upstream's words before any rank starts."""
+    before = start_markers(TRAIN_LOG)
+    rc, output = playbook("train.yml", {"megatron_job_extra_args": ["--ds-sequence-parallel-size", "5"]})
+    assert rc != 0
+    assert "Job validation passed" in output  # the controller's static rules let it through
+    assert "(head node): launch refused before any rank started, by upstream's own checks" in output
+    # upstream's own words, spelling included ("seqence")
+    assert re.search(r"Megatron-DeepSpeed refuses the job at megatron/arguments\.py:\d+: world size \(\d+\) is not "
+                     r"divisible by .*seqence parallel size \(5\)", output), output[-3000:]
+    assert start_markers(TRAIN_LOG) == before
 
 
 def test_pretrain_runs_across_the_nodes_stops_with_a_save_and_resumes():

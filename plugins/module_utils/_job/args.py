@@ -44,6 +44,7 @@ SPEC_ARGS: Tuple[Tuple[str, str, str], ...] = (
     ("pipeline_parallel", "--pipeline-model-parallel-size", "value"),
     ("no_pipeline_parallel", "--no-pipeline-parallel", "true"),
     ("sequence_parallel", "--sequence-parallel", "true"),
+    ("ds_sequence_parallel_size", "--ds-sequence-parallel-size", "value"),
     # Model
     ("num_layers", "--num-layers", "value"),
     ("hidden_size", "--hidden-size", "value"),
@@ -129,6 +130,8 @@ TOKENIZERS_WITH_MODEL = ("SentencePieceTokenizer", "GPTSentencePieceTokenizer", 
 # are left out with a warning.
 DROPPED_IS_ERROR: Dict[str, Tuple[str, str]] = {
     "--sequence-parallel": ("sequence_parallel", "set megatron_job_sequence_parallel: false"),
+    "--ds-sequence-parallel-size": ("ds_sequence_parallel_size",
+                                    "set megatron_job_ds_sequence_parallel_size: 1, or a stack profile with Megatron-DeepSpeed HEAD"),
     "--use-flash-attn-v2": ("use_flash_attn", "set megatron_job_use_flash_attn: auto (or false)"),
     "--vocab-size": ("tokenizer_type NullTokenizer", "use GPT2BPETokenizer"),
     "--swiglu": ("model_preset llama", "set megatron_job_model_preset: gpt, or a stack profile with Megatron-DeepSpeed HEAD"),
@@ -164,6 +167,8 @@ def _wanted(spec: Mapping[str, Any], key: str, kind: str) -> bool:
         return value is False
     if value is None or value == "":
         return False
+    if key == "ds_sequence_parallel_size":
+        return int(value) > 1  # 1 is upstream's default, and the cu117 era has no such flag
     tokenizer = spec.get("tokenizer_type")
     if key == "vocab_file":
         return tokenizer in TOKENIZERS_WITH_VOCAB_FILE
@@ -339,6 +344,47 @@ def needs_fp32_grad_accum(zero_stage: Any, bf16: bool, pipeline_engine: bool, de
     if not (bf16 and pipeline_engine and str(zero_stage) == "1"):
         return False
     return version_lt(deepspeed_version, BF16_PIPE_ZERO_OPTIMIZER_SINCE)
+
+
+# Without ZeRO, DeepSpeed's engine wraps a half-precision model's optimizer by
+# _do_optimizer_sanity_check (runtime/engine.py): fp16 gets FP16 in every release; bf16 with
+# gradients accumulated in bf16 gets BFLOAT16 under the pipeline engine and otherwise DDP_BFLOAT16
+# (0.17.6 and later; earlier it was refused), with fp32 accumulation BFLOAT16. Until 0.17.5,
+# bf16 without ZeRO accumulated in fp32 by default (get_data_types, v0.17.5 engine.py:1092-1096);
+# 0.17.6 (PR #7515, "Enable non-ZeRO mode") accumulates in the model's dtype, and 0.18.5
+# (PR #7790) removed the fp32 path without ZeRO ("unsupported mix", v0.19.5 engine.py:1976-1977).
+# FP16 and DDP_BFLOAT16 both build FP16_Optimizer, whose __init__ takes one Adam step on zero
+# gradients (runtime/fp16/fused_optimizer.py:121-133 at v0.19.5): the job's first real update
+# is Adam's second, 0.74 of the first (docs/upstream-facts.md D7, bench/zero0_parity.py).
+BF16_ZERO0_ACCUMULATES_IN_BF16_SINCE = "0.17.6"
+BF16_ZERO0_FP32_ACCUMULATION_REFUSED_SINCE = "0.18.5"
+LATE_ADAM_WRAPPERS = ("FP16", "DDP_BFLOAT16")
+
+
+def zero0_optimizer(precision: str, pipeline_engine: bool, deepspeed_version: Optional[str],
+                    grad_accum_dtype: Optional[str] = None) -> str:
+    """The wrapper DeepSpeed puts on the optimizer of a job without ZeRO: "FP16" or "DDP_BFLOAT16"
+    (FP16_Optimizer, see LATE_ADAM_WRAPPERS), "BFLOAT16" (BF16_Optimizer), "refused" (DeepSpeed
+    raises NotImplementedError at deepspeed.initialize), or "" (fp32: none). ``grad_accum_dtype``:
+    ds_config's data_types.grad_accum_dtype (None: DeepSpeed's default). An unknown version
+    counts as the newest."""
+    model = {"bf16": "bf16", "fp16": "fp16"}.get(str(precision).lower(), "fp32")
+    if model == "fp32":
+        return ""
+    bf16_default_new = not version_lt(deepspeed_version, BF16_ZERO0_ACCUMULATES_IN_BF16_SINCE)
+    accum = {"fp32": "fp32", "float32": "fp32", "bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16",
+             "float16": "fp16"}.get(str(grad_accum_dtype).lower()) if grad_accum_dtype else None
+    if accum is None:
+        accum = "fp32" if model == "bf16" and not bf16_default_new else model
+    if model == "fp16":
+        return "FP16" if accum == "fp16" else "refused"
+    if accum == "bf16":
+        if pipeline_engine:
+            return "BFLOAT16"
+        return "DDP_BFLOAT16" if bf16_default_new else "refused"
+    if accum == "fp32" and version_lt(deepspeed_version, BF16_ZERO0_FP32_ACCUMULATION_REFUSED_SINCE):
+        return "BFLOAT16"
+    return "refused"
 
 
 def ds_config_path(spec: Mapping[str, Any]) -> str:

@@ -107,7 +107,8 @@ def estimate_memory(
     MLP = 4 f/h (GeLU; 16 for f = 4h, the paper's 24/t in all) or 8 f/h + ROTARY_BYTES for the
     llama preset (SwiGLU, unfused rotary), scores = SCORE_BYTES_FUSED (5) or, with the unfused
     fp32 softmax, SCORE_BYTES_UNFUSED (7) x a s / h; with sequence parallelism everything is
-    over t. Flash attention or selective recomputation drop the scores; otherwise one layer's
+    over t. DeepSpeed-Ulysses sequence parallelism (SP) divides the activations and logits by
+    SP, and ZeRO's N is DP x SP. Flash attention or selective recomputation drop the scores; otherwise one layer's
     backward adds SCORE_BACKWARD_BYTES per score element. Full recomputation keeps 2 s b h per
     layer plus one layer's full activations. The first stage keeps
     min(PP, gradient accumulation) micro batches in flight (1F1B); the last stage adds the
@@ -119,7 +120,10 @@ def estimate_memory(
     """
     tp = derived["tensor_parallel"]
     pp = derived["pipeline_parallel"]
-    dp = derived["data_parallel_size"] or 1
+    # ZeRO partitions over data parallel x DeepSpeed sequence parallel: DeepSpeed hands its ZeRO
+    # optimizers the sequence-data-parallel group (deepspeed/runtime/engine.py:1798 and 2307 at v0.19.5).
+    sp = int(derived.get("sequence_parallel_size") or 1)
+    dp = (derived["data_parallel_size"] or 1) * sp
     hidden = int(spec["hidden_size"])
     heads = int(spec["num_attention_heads"])
     layers = int(spec["num_layers"])
@@ -192,7 +196,9 @@ def estimate_memory(
     mlp = (8.0 if llama else 4.0) * ffn / hidden
     split = 8.0 + mlp + (ROTARY_BYTES if llama else 0.0)
     scores = score_bytes * heads * seq / hidden
-    sbh = float(seq) * micro * hidden
+    # DeepSpeed-Ulysses keeps seq / SP tokens per rank outside attention, and inside it all seq
+    # tokens of heads / SP heads, the same bytes; the scores above keep the full seq for that.
+    sbh = float(seq) / sp * micro * hidden
     if sequence_parallel:
         full_layer = sbh * (10 + split + scores) / tp
     else:
@@ -208,7 +214,7 @@ def estimate_memory(
         stage_layers = full_layer * layers_per_stage
         recompute_peak = score_backward
     in_flight = min(pp, grad_acc) if pp > 1 else 1
-    logits = 4.0 * seq * micro * vocab / tp
+    logits = 4.0 * seq / sp * micro * vocab / tp
     first_activations = stage_layers * in_flight + recompute_peak + (logits if pp == 1 else 0)
     last_activations = stage_layers + recompute_peak + logits
     activations = max(first_activations, last_activations)

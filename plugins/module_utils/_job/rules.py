@@ -31,6 +31,7 @@ from .rules_features import (
 )
 from .schema import PREFIX
 from .script import expected_value
+from .upstream_asserts import refusals as upstream_refusals
 from .spec import MDS_GLOBAL_BATCH_MSG, MDS_WORLD_MSG, derive, int_or_none
 from .._mds.args import LAUNCHERS, ArgValueError, args_for, classify, coerce, era_for_deepspeed, split_args
 
@@ -55,6 +56,44 @@ def era_of(spec: Mapping[str, Any], deepspeed_version: Optional[str] = None) -> 
         return _stack_profiles.mds_era(spec.get("stack_profile"))
     except _stack_profiles.UnknownProfileError:
         return era_for_deepspeed(None)
+
+
+def _last_value(flags: Mapping[str, List[Tuple[str, ...]]], flag: str) -> Optional[str]:
+    values = flags.get(flag) or []
+    return values[-1][0] if values and values[-1] else None
+
+
+def _check_schedule(flags: Mapping[str, List[Tuple[str, ...]]], add: Callable[[Dict[str, str]], None]) -> None:
+    """validate_args' schedule checks (4efb479d megatron/arguments.py:238-266; 9446eaac
+    arguments.py:180-208, the same asserts in parse_args): a run counts iterations or samples,
+    never both, and --lr-warmup-fraction replaces the warmup count of that kind, which must then be
+    0 (Megatron's default; the job files render --lr-warmup-iters)."""
+    def number(flag: str) -> int:
+        value = _last_value(flags, flag)
+        try:
+            return int(float(value)) if value is not None else 0
+        except ValueError:
+            return 0
+
+    train_iters, train_samples = number("--train-iters"), number("--train-samples")
+    if train_iters and train_samples:
+        add(finding(
+            "iteration- or sample-based training", "fail", "schedule",
+            "--train-iters %d and --train-samples %d" % (train_iters, train_samples), "one of them",
+            "Megatron-DeepSpeed's validate_args asserts 'expected iteration-based training' (arguments.py:241 at "
+            "4efb479d); keep one: megatron_job_train_iters, or --train-samples in megatron_job_extra_args with "
+            "megatron_job_train_iters null"))
+    if "--lr-warmup-fraction" not in flags:
+        return
+    other = "--lr-warmup-samples" if train_samples and not train_iters else "--lr-warmup-iters"
+    if number(other):
+        add(finding(
+            "one learning-rate warmup", "fail", "schedule",
+            "--lr-warmup-fraction %s and %s %d" % (_last_value(flags, "--lr-warmup-fraction"), other, number(other)),
+            "--lr-warmup-fraction with %s 0" % other,
+            "Megatron-DeepSpeed's validate_args asserts 'can only specify one of lr-warmup-fraction and %s' "
+            "(arguments.py:%s at 4efb479d); set megatron_job_lr_warmup_iters: 0 or drop --lr-warmup-fraction"
+            % (other.lstrip("-"), "251" if other == "--lr-warmup-iters" else "266")))
 
 
 def judged_arguments(spec: Mapping[str, Any], deepspeed_version: Optional[str] = None) -> Tuple[List[str], List[Tuple[str, str]]]:
@@ -207,6 +246,13 @@ def validate(
 
     # ---------------------------------------------------------------- activation checkpointing
     checkpointing = check_activation_checkpointing(spec, ds, flags, derived, add, era)
+
+    # ---------------------------------------------------------------- schedule
+    _check_schedule(flags, add)
+
+    # ---------------------------------------------------------------- validate_args' option checks (as data)
+    for refusal in upstream_refusals(flags, era):
+        add(refusal)
 
     # ---------------------------------------------------------------- attention
     check_flash_attn(spec, flags, from_script, add)
@@ -361,7 +407,7 @@ def _check_arguments(spec: Mapping[str, Any], script: Optional[Mapping[str, Any]
             add(finding(
                 "%s available" % flag, "fail", "arguments", "%s%s asks for %s" % (PREFIX, key, flag),
                 "a Megatron-DeepSpeed that has %s" % flag,
-                "%s; turn %s%s off or pick a stack profile with Megatron-DeepSpeed HEAD" % (reason, PREFIX, key),
+                "%s; %s" % (reason, DROPPED_IS_ERROR[flag][1]),
             ))
         else:
             add(finding(
@@ -421,6 +467,8 @@ def _tp_allreduce_gib(spec: Mapping[str, Any], derived: Mapping[str, Any]) -> Op
 def _check_parallelism(spec: Mapping[str, Any], derived: Mapping[str, Any], nodes: int, gpus: int,
                        add: Callable[[Dict[str, str]], None]) -> None:
     tp, pp, world = derived["tensor_parallel"], derived["pipeline_parallel"], derived["world_size"]
+    sp = derived.get("sequence_parallel_size") or 1
+    grid = "TP %d x PP %d" % (tp, pp) + (" x SP %d" % sp if sp > 1 else "")
     if tp > world or pp > max(1, world // tp):
         add(finding(
             "TP x PP <= world size", "fail", "parallelism", "TP %d x PP %d on %d GPUs" % (tp, pp, world),
@@ -431,14 +479,14 @@ def _check_parallelism(spec: Mapping[str, Any], derived: Mapping[str, Any], node
     if derived["data_parallel_size"] is None:
         add(finding(
             "TP x PP divides the world size", "fail", "parallelism",
-            "world %d, TP %d x PP %d = %d" % (world, tp, pp, tp * pp), "a divisor of %d" % world,
-            "Megatron asserts: " + MDS_WORLD_MSG.format(world, tp, pp, 1)
-            + "; choose TP x PP among the divisors of %d" % world,
+            "world %d, %s = %d" % (world, grid, tp * pp * sp), "a divisor of %d" % world,
+            "Megatron asserts: " + MDS_WORLD_MSG.format(world, tp, pp, sp)
+            + "; choose %s among the divisors of %d" % ("TP x PP x SP" if sp > 1 else "TP x PP", world),
         ))
     else:
         add(finding("data parallel size", "pass", "parallelism",
-                    "DP = %d / (TP %d x PP %d) = %d" % (world, tp, pp, derived["data_parallel_size"]),
-                    "world / (TP x PP)"))
+                    "DP = %d / (%s) = %d" % (world, grid, derived["data_parallel_size"]),
+                    "world / (TP x PP x SP)" if sp > 1 else "world / (TP x PP)"))
     if tp > gpus:
         # Legal: Megatron-DeepSpeed only asserts that TP x PP divides the world size
         # (megatron/arguments.py:75 and 104, megatron/core/parallel_state.py:138 at 4efb479d), so
@@ -468,10 +516,48 @@ def _check_parallelism(spec: Mapping[str, Any], derived: Mapping[str, Any], node
             "--no-pipeline-parallel with PP %d" % pp, "PP 1",
             "Megatron-DeepSpeed asserts '%s': drop --no-pipeline-parallel (and use ZeRO-0/1) or set PP 1" % MDS_NO_PP_MSG,
         ))
+    if sp > 1:
+        _check_ds_sequence_parallel(spec, sp, add)
     if spec.get("sequence_parallel") and tp == 1:
         add(finding(
             "--sequence-parallel with TP > 1", "warn", "parallelism", "--sequence-parallel with TP 1",
             "TP > 1", "Megatron turns sequence parallelism off when TP is 1; drop the flag",
+        ))
+
+
+def _check_ds_sequence_parallel(spec: Mapping[str, Any], sp: int, add: Callable[[Dict[str, str]], None]) -> None:
+    """DeepSpeed-Ulysses (--ds-sequence-parallel-size) as Megatron-DeepSpeed HEAD builds it
+    (4efb479d): each rank keeps seq / SP tokens (pretrain_gpt.py:138 asserts the division) and
+    the attention all-to-all hands each rank heads / SP heads (megatron/model/transformer.py:618
+    asserts the division when it builds the layer); Megatron's own sequence parallelism cannot
+    run beside it (megatron/initialize.py:247-252 raises). All three stop the job at start-up."""
+    heads = int_or_none(spec.get("num_attention_heads"))
+    seq = int_or_none(spec.get("seq_length"))
+    if heads:
+        ok = heads % sp == 0
+        add(finding(
+            "attention heads % SP == 0", "pass" if ok else "fail", "parallelism",
+            "%d heads, ds_sequence_parallel_size %d" % (heads, sp), "heads divisible by SP",
+            "" if ok else "Megatron-DeepSpeed asserts num_attention_heads %% sequence parallel size == 0 "
+            "when it builds the attention (megatron/model/transformer.py:618): set "
+            "megatron_job_ds_sequence_parallel_size to a divisor of %d" % heads,
+        ))
+    if seq:
+        ok = seq % sp == 0
+        add(finding(
+            "sequence length % SP == 0", "pass" if ok else "fail", "parallelism",
+            "seq_length %d, ds_sequence_parallel_size %d" % (seq, sp), "seq_length divisible by SP",
+            "" if ok else "pretrain_gpt.py's get_batch asserts seq_length %% sequence parallel size == 0 at the "
+            "first batch (pretrain_gpt.py:138): set megatron_job_ds_sequence_parallel_size to a divisor of %d "
+            "or change megatron_job_seq_length" % seq,
+        ))
+    if spec.get("sequence_parallel"):
+        add(finding(
+            "one sequence parallelism", "fail", "parallelism",
+            "--sequence-parallel with ds_sequence_parallel_size %d" % sp, "one of them",
+            "Megatron-DeepSpeed raises 'sequence_parallel_size > 1 enables DeepSpeed's sequence parallel, which "
+            "is not compatible with Megatron-LM's sequence parallel' (megatron/initialize.py:247-252): set "
+            "megatron_job_sequence_parallel: false, or megatron_job_ds_sequence_parallel_size: 1",
         ))
 
 

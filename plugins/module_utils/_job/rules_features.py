@@ -13,7 +13,8 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
 
 from .. import _checkpoint
 from .._stack import profiles as _stack_profiles
-from .args import BF16_PIPE_ZERO_OPTIMIZER_SINCE, PRECISION_FLAGS, needs_fp32_grad_accum
+from .args import (BF16_PIPE_ZERO_OPTIMIZER_SINCE, BF16_ZERO0_FP32_ACCUMULATION_REFUSED_SINCE, LATE_ADAM_WRAPPERS,
+                   PRECISION_FLAGS, needs_fp32_grad_accum, zero0_optimizer)
 from .findings import finding
 from .memory import version_lt
 from .schema import PREFIX, ZERO_STAGES
@@ -107,6 +108,58 @@ def enabled(section: Any) -> Optional[bool]:
     return None
 
 
+ZERO0_PARITY_CHECK = "ZeRO-0 optimizer trains like ZeRO-1"
+
+
+def _check_zero0_optimizer(spec: Mapping[str, Any], ds: Optional[Mapping[str, Any]], pipeline_engine: bool,
+                           deepspeed_version: Optional[str], add: Callable[[Dict[str, str]], None]) -> None:
+    """Half precision without ZeRO: the optimizer wrapper DeepSpeed picks (_job.args.zero0_optimizer).
+    FP16_Optimizer starts Adam a step late, so the loss trails ZeRO-1's at the same seed and data
+    (a warning; the planner does not rank such layouts); a combination DeepSpeed refuses fails."""
+    if ds is not None:
+        precision = "bf16" if enabled(ds.get("bf16")) or enabled(ds.get("bfloat16")) else (
+            "fp16" if enabled(ds.get("fp16")) else "fp32")
+        data_types = ds.get("data_types") if isinstance(ds.get("data_types"), Mapping) else {}
+        accum = data_types.get("grad_accum_dtype")
+    else:
+        precision, accum = spec.get("precision") or "fp32", None
+    if precision == "fp32":
+        return
+    version = deepspeed_version
+    if not version:
+        try:
+            version = _stack_profiles.deepspeed_pin(spec.get("stack_profile") or _stack_profiles.DEFAULT_PROFILE)
+        except _stack_profiles.UnknownProfileError:
+            version = None
+    wrapper = zero0_optimizer(precision, pipeline_engine, version, accum)
+    found = "%s without ZeRO on DeepSpeed %s%s%s: %s" % (
+        precision, version or "(unknown: the newest)", ", pipeline engine" if pipeline_engine else "",
+        ", data_types.grad_accum_dtype %s" % accum if accum else "", wrapper or "no wrapper")
+    expected = "BF16_Optimizer, or ZeRO-1"
+    if wrapper == "refused":
+        add(finding(
+            ZERO0_PARITY_CHECK, "fail", "zero", found, expected,
+            "DeepSpeed stops in deepspeed.initialize with NotImplementedError (_do_optimizer_sanity_check, "
+            "deepspeed/runtime/engine.py:1976-1977 at v0.19.5: 'unsupported mix of model_dtype and "
+            "grad_accum_dtype'; from %s a bf16 model without ZeRO cannot accumulate in fp32, and before 0.17.6 "
+            "it had to): remove data_types.grad_accum_dtype from ds_config.json, or use ZeRO-1"
+            % BF16_ZERO0_FP32_ACCUMULATION_REFUSED_SINCE,
+        ))
+    elif wrapper in LATE_ADAM_WRAPPERS:
+        way = ('add "data_types": {"grad_accum_dtype": "fp32"} to ds_config.json (BF16_Optimizer on this '
+               'DeepSpeed), or use ZeRO-1' if precision == "bf16" and zero0_optimizer(
+                   precision, pipeline_engine, version, "fp32") == "BFLOAT16" else "use ZeRO-1 (megatron_job_zero_stage: 1)")
+        add(finding(
+            ZERO0_PARITY_CHECK, "warn", "zero", found, expected,
+            "%s wraps the optimizer in FP16_Optimizer, which takes one Adam step on zero gradients when it is "
+            "built (deepspeed/runtime/fp16/fused_optimizer.py:121-133 at v0.19.5), so the first real update is "
+            "Adam's second (0.74 of its size) after an extra weight decay, and the loss trails ZeRO-1's at the "
+            "same seed and data (docs/benchmarks.md, 'ZeRO-0 against ZeRO-1'); %s" % (wrapper, way),
+        ))
+    else:
+        add(finding(ZERO0_PARITY_CHECK, "pass", "zero", found, expected))
+
+
 def check_zero(spec: Mapping[str, Any], ds: Optional[Dict[str, Any]], flags: Mapping[str, Any], explicit: Iterable[str],
                from_script: bool, pp: int, deepspeed_version: Optional[str], era: str,
                add: Callable[[Dict[str, str]], None], findings: List[Dict[str, str]]) -> Dict[str, Any]:
@@ -173,6 +226,8 @@ def check_zero(spec: Mapping[str, Any], ds: Optional[Dict[str, Any]], flags: Map
                     '"data_types": {"grad_accum_dtype": "fp32"} to ds_config.json (the megatron_job role writes '
                     "it), or use DeepSpeed >= %s" % (deepspeed_version, BF16_PIPE_ZERO_OPTIMIZER_SINCE)),
             ))
+    if stage == 0:
+        _check_zero0_optimizer(spec, ds, ds_pipeline, deepspeed_version, add)
     if ds is not None:
         if from_script and "zero_stage" not in explicit:
             found = "--zero-stage not given (Megatron default 1)"
@@ -421,6 +476,15 @@ def check_activation_checkpointing(spec: Mapping[str, Any], ds: Optional[Dict[st
             "Megatron-DeepSpeed HEAD then stops at the first forward with 'Invalid activation recompute "
             "method.'; add --deepspeed-activation-checkpointing (what megatron_job_activation_checkpointing: "
             "true renders) or --recompute-granularity full --recompute-method uniform",
+        ))
+    # validate_args: selective recompute takes no method (megatron/arguments.py:380-383 at
+    # 4efb479d; 9446eaac has no --recompute-granularity).
+    if era == HEAD and granularity == "selective" and method is not None:
+        add(finding(
+            "recompute method with selective granularity", "fail", "activation checkpointing",
+            "--recompute-granularity selective --recompute-method %s" % method, "no --recompute-method with selective",
+            "Megatron-DeepSpeed's validate_args asserts 'recompute method is not yet supported for selective "
+            "recomputing granularity'; drop --recompute-method, or use --recompute-granularity full",
         ))
     if derived.get("ds_pipeline_engine") and not checkpoint and granularity is not None and not (
         granularity == "full" and method == "uniform"

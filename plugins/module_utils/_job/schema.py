@@ -94,6 +94,7 @@ FIELDS: Tuple[Field, ...] = (
     _f("pipeline_parallel", "int", 1, minimum=1),
     _f("no_pipeline_parallel", "bool", True),
     _f("sequence_parallel", "bool", False),
+    _f("ds_sequence_parallel_size", "int", 1, minimum=1),
     # Model
     _f("num_layers", "int", 40, minimum=1),
     _f("hidden_size", "int", 5120, minimum=1),
@@ -178,6 +179,8 @@ TEMPLATED_DEFAULTS: Tuple[str, ...] = tuple(
 INHERITED: Dict[str, str] = {
     "stack_profile": "{{ lookup('megatron_ds.cluster.stack_profile', megatron_stack_profile | default('')).name }}",
     "nccl_env": "{{ nccl_env | default({}) }}",
+    # The training user is the cluster's ssh user (cluster_ssh role) unless the job names its own.
+    "user": "{{ cluster_ssh_user | default('megatron') }}",
 }
 INT_KEYS: FrozenSet[str] = frozenset(f.name for f in FIELDS if f.kind == "int")
 FLOAT_KEYS: FrozenSet[str] = frozenset(f.name for f in FIELDS if f.kind == "float")

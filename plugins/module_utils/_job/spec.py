@@ -122,7 +122,8 @@ def derive(spec: Mapping[str, Any], nodes: Any = None, gpus_per_node: Any = None
     (``nodes`` and ``gpus_per_node`` default to the spec's).
 
     Returns world_size (= nodes x gpus_per_node), model_parallel_size (TP x PP),
-    data_parallel_size (world / (TP x PP), None when it does not divide), micro_batch_size,
+    sequence_parallel_size (DeepSpeed-Ulysses SP, 1 without it), data_parallel_size
+    (world / (TP x PP x SP), None when it does not divide), micro_batch_size,
     global_batch_size (Megatron's default micro x DP when the spec has none),
     gradient_accumulation_steps (global / (micro x DP), None when it does not divide),
     train_batch_size and train_micro_batch_size_per_gpu (what ds_config.json must carry),
@@ -141,9 +142,15 @@ def derive(spec: Mapping[str, Any], nodes: Any = None, gpus_per_node: Any = None
     gpus = int(spec.get("gpus_per_node") if gpus_per_node is None else gpus_per_node)
     tp = int_or_none(spec.get("tensor_parallel")) or 1
     pp = int_or_none(spec.get("pipeline_parallel")) or 1
+    sp = int_or_none(spec.get("ds_sequence_parallel_size")) or 1
     world = nodes * gpus
     model_parallel = tp * pp
-    dp = world // model_parallel if model_parallel and world % model_parallel == 0 and world >= model_parallel else None
+    # DeepSpeed-Ulysses splits each sequence over sp ranks that hold the same model part, so
+    # data parallel is what is left (Megatron-DeepSpeed megatron/arguments.py:101-108 and
+    # core/parallel_state.py:154 at 4efb479d); DeepSpeedConfig's batch arithmetic reads the same
+    # data parallel size from Megatron's mpu (deepspeed/runtime/config.py:701-704 at v0.19.5).
+    ranks_per_replica = model_parallel * sp
+    dp = world // ranks_per_replica if world % ranks_per_replica == 0 and world >= ranks_per_replica else None
     micro = int_or_none(spec.get("micro_batch_size"))
     global_batch = int_or_none(spec.get("global_batch_size"))
     if global_batch is None and micro and dp:
@@ -163,6 +170,7 @@ def derive(spec: Mapping[str, Any], nodes: Any = None, gpus_per_node: Any = None
         "tensor_parallel": tp,
         "pipeline_parallel": pp,
         "model_parallel_size": model_parallel,
+        "sequence_parallel_size": sp,
         "data_parallel_size": dp,
         "micro_batch_size": micro,
         "global_batch_size": global_batch,
@@ -183,10 +191,13 @@ def derive(spec: Mapping[str, Any], nodes: Any = None, gpus_per_node: Any = None
         problems = []
         if dp is None:
             problems.append(
-                "world size %d (%d nodes x %d GPUs) is not divisible by TP %d x PP %d, so the GPUs "
-                "cannot be split into tensor_parallel %d x pipeline_parallel %d: make "
-                "megatron_job_tensor_parallel x megatron_job_pipeline_parallel divide %d, or change "
-                "the node count" % (world, nodes, gpus, tp, pp, tp, pp, world)
+                "world size %d (%d nodes x %d GPUs) is not divisible by TP %d x PP %d%s, so the GPUs "
+                "cannot be split into tensor_parallel %d x pipeline_parallel %d%s: make "
+                "megatron_job_tensor_parallel x megatron_job_pipeline_parallel%s divide %d, or change "
+                "the node count" % (
+                    world, nodes, gpus, tp, pp, " x SP %d" % sp if sp > 1 else "", tp, pp,
+                    " x ds_sequence_parallel_size %d" % sp if sp > 1 else "",
+                    " x megatron_job_ds_sequence_parallel_size" if sp > 1 else "", world)
             )
         elif micro and global_batch and grad_acc is None:
             problems.append(

@@ -61,10 +61,16 @@ def burnin_report(results: Sequence[Mapping[str, Any]], node_count: int = 0,
     median = statistics.median(probes.values()) if probes else None
     slow: List[str] = []
     slow_messages: List[str] = []
+    boots = {str(r.get("boot_id")) for r in results if r.get("boot_id")}
+    # Several hosts on one kernel are containers on one machine: their probes share its CPUs, so
+    # a node's deficit says where the launcher ran, not that its hardware is slow.
+    shared = len(per_node) > 1 and len(boots) == 1 and all(r.get("boot_id") for r in results)
+    slow_note = ("slow nodes not judged: the %d nodes share one kernel (boot id %s), containers on one "
+                 "machine whose probes compete for its CPUs" % (len(per_node), sorted(boots)[0][:8])) if shared else None
     for node, value in sorted(probes.items()):
         deficit = 1.0 - value / median if median else 0.0
         table[node]["below_median"] = round(deficit, 4)
-        if deficit > threshold:
+        if deficit > threshold and not shared:
             table[node]["slow"] = True
             slow.append(node)
             slow_messages.append(
@@ -86,6 +92,7 @@ def burnin_report(results: Sequence[Mapping[str, Any]], node_count: int = 0,
         "median_probe_tokens_per_s_per_rank": median,
         "slow_nodes": slow,
         "slow_messages": slow_messages,
+        "slow_note": slow_note,
         "threshold": threshold,
         "initial_loss": initial,
         "final_loss": final,
@@ -94,8 +101,32 @@ def burnin_report(results: Sequence[Mapping[str, Any]], node_count: int = 0,
         "start_step": rank0.get("start_step") if rank0 else None,
         "final_step": rank0.get("final_step") if rank0 else None,
         "checkpoint": rank0.get("checkpoint") if rank0 else None,
+        "calibration": calibration(results, len(per_node)),
         "problems": problems,
     }
+
+
+def _least(values: Iterable[Any]) -> Optional[float]:
+    numbers = [float(v) for v in values if isinstance(v, (int, float)) and v > 0]
+    return min(numbers) if numbers else None
+
+
+def calibration(results: Sequence[Mapping[str, Any]], hosts: int) -> Dict[str, Any]:
+    """The rates plan.yml takes from a burn-in (the names of plan_job's options): the slowest
+    rank's matmul TFLOP/s, the slowest node's all-reduce bus bandwidth within it (NVLink), and,
+    across several hosts, the world's (the ring crosses the fabric, so its slowest link sets
+    it). The slowest, because a synchronous step waits for it."""
+    rates = [r.get("calibration") or {} for r in results]
+    out: Dict[str, Any] = {
+        "matmul_tflops": _least(r.get("matmul_tflops") for r in rates),
+        "nvlink_busbw_gbps": _least(r.get("node_busbw_gbps") for r in rates),
+        "internode_busbw_gbps": _least(r.get("world_busbw_gbps") for r in rates) if hosts > 1 else None,
+        "ranks": len(rates),
+        "hosts": hosts,
+    }
+    devices = sorted({str(r.get("device")) for r in results if r.get("device")})
+    out["devices"] = devices
+    return out
 
 
 def burnin_table(report: Mapping[str, Any]) -> List[str]:
@@ -111,4 +142,6 @@ def burnin_table(report: Mapping[str, Any]) -> List[str]:
             fmt(row["probe_tokens_per_s"], ".1f"),
             ("%+.1f%%" % (-row["below_median"] * 100 + 0.0)) if isinstance(row["below_median"], (int, float)) else "-",
             "SLOW" if row["slow"] else ""))
+    if report.get("slow_note"):
+        lines.append(report["slow_note"])
     return lines

@@ -377,6 +377,11 @@ def check_megatron(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
         commit = _text(_get(facts, "megatron_deepspeed", "commit"))
         shown = commit if commit else "no git commit (not a git checkout: an archive?)"
         return _row(check, PASS, node, comp, "%s at %s" % (shown, _show(path)), "a checkout (ref %s)" % ctx.spec("megatron_deepspeed", "ref"))
+    if ctx.options.get("megatron_checkout") is False:
+        # The inventory installs none (python_env_megatron_source: none, the demo without a
+        # source): nothing to warn about; a launch of pretrain_gpt.py still refuses without one.
+        return _row(check, SKIP, node, comp, "no checkout at %s" % _show(path),
+                    fix="the inventory installs no checkout (python_env_megatron_source: none)")
     # A warning, not a failure: preflight also runs right after provisioning, before the
     # checkout; the launch itself fails loudly without it.
     return _row(

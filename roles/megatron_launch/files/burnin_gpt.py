@@ -144,6 +144,10 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument("--pool", type=int, default=64, help="synthetic sequences per rank, cycled so the loss can fall")
     parser.add_argument("--probe-steps", type=int, default=3, help="communication-free forward+backward steps per rank")
     parser.add_argument("--slow-threshold", type=float, default=0.10, help="flag nodes this fraction below the median")
+    parser.add_argument("--calibrate-matmul", type=int, default=None,
+                        help="square matmul size timed per rank for the planner (0: skip; default 8192 on a GPU, 512 on CPU)")
+    parser.add_argument("--calibrate-mib", type=int, default=None,
+                        help="all-reduce size timed over the world and each node (0: skip; default 256 on a GPU, 4 on CPU)")
     parser.add_argument("--seed", type=int, default=1234)
     # Megatron-DeepSpeed's profiler flags (megatron/profiler.py), same meaning: the PyTorch
     # profiler over steps START..END on the chosen ranks, traces written under --profile-dir.
@@ -214,6 +218,73 @@ def probe(args: argparse.Namespace, device: torch.device, dtype: torch.dtype, mi
     elapsed = time.perf_counter() - start
     del model
     return micro * args.seq * args.probe_steps / max(elapsed, 1e-9)
+
+
+def matmul_tflops(device: torch.device, dtype: torch.dtype, size: int, reps: int = 5) -> float:
+    """TFLOP/s of a square matmul of random data on this rank alone: the rate the planner scales
+    (_job.plan.GPUS' matmul_tflops is the same measurement)."""
+    left = torch.randn(size, size, device=device).to(dtype)
+    right = torch.randn(size, size, device=device).to(dtype)
+    torch.matmul(left, right)  # warm-up: kernel selection
+    synchronize()
+    start = time.perf_counter()
+    for rep in range(reps):  # pylint: disable=unused-variable
+        torch.matmul(left, right)
+    synchronize()
+    return 2.0 * size ** 3 * reps / max(time.perf_counter() - start, 1e-9) / 1e12
+
+
+def allreduce_busbw(device: torch.device, mib: int, group: Any = None, reps: int = 5) -> Optional[float]:
+    """Bus bandwidth in GB/s of a sum all-reduce of ``mib`` MiB over ``group`` (the world when
+    None), as nccl-tests reports it: bytes x 2(n-1)/n per second; None for a group of one."""
+    ranks = torch_dist.get_world_size(group)
+    if ranks < 2:
+        return None
+    tensor = torch.ones(mib * 1024 * 1024 // 4, dtype=torch.float32, device=device)
+    torch_dist.all_reduce(tensor, group=group)  # warm-up: connections, buffers
+    synchronize()
+    torch_dist.barrier(group=group)
+    start = time.perf_counter()
+    for rep in range(reps):  # pylint: disable=unused-variable
+        torch_dist.all_reduce(tensor, group=group)
+    synchronize()
+    seconds = max(time.perf_counter() - start, 1e-9) / reps
+    return tensor.numel() * 4 * 2.0 * (ranks - 1) / ranks / seconds / 1e9
+
+
+def calibrate(args: argparse.Namespace, device: torch.device, dtype: torch.dtype, hostname: str) -> Dict[str, Any]:
+    """What plan.yml reads from the report: this rank's matmul rate, the all-reduce bus bandwidth
+    over the world (across nodes when there are several: the ring crosses the fabric) and over
+    this rank's node. Every rank calls it: the node groups are created collectively."""
+    gpu = device.type != "cpu"
+    size = args.calibrate_matmul if args.calibrate_matmul is not None else (8192 if gpu else 512)
+    mib = args.calibrate_mib if args.calibrate_mib is not None else (256 if gpu else 4)
+    out: Dict[str, Any] = {}
+    if size > 0:
+        out["matmul_tflops"] = round(matmul_tflops(device, dtype, size), 4)
+        out["matmul_size"] = size
+    if mib > 0:
+        hosts: List[Any] = [None] * torch_dist.get_world_size()
+        torch_dist.all_gather_object(hosts, hostname)
+        mine = None
+        for host in sorted(set(hosts)):
+            group = torch_dist.new_group([rank for rank, name in enumerate(hosts) if name == host])
+            if host == hostname:
+                mine = group
+        world_busbw = allreduce_busbw(device, mib)
+        node_busbw = allreduce_busbw(device, mib, mine)
+        out["allreduce_mib"] = mib
+        out["world_busbw_gbps"] = None if world_busbw is None else round(world_busbw, 3)
+        out["node_busbw_gbps"] = None if node_busbw is None else round(node_busbw, 3)
+    return out
+
+
+def boot_id() -> Optional[str]:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as handle:
+            return handle.read().strip() or None
+    except OSError:
+        return None
 
 
 def node_table(gathered: List[Dict[str, Any]], threshold: float) -> Dict[str, Any]:
@@ -352,6 +423,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     torch.manual_seed(args.seed)
     torch_dist.barrier()  # every rank probes at the same time, as it will train
     probe_tps = probe(args, device, dtype, micro)
+    calibration = calibrate(args, device, dtype, hostname)
 
     model = GPT(args.vocab, args.seq, args.layers, args.hidden, args.heads)
     params = matmul_params(model)
@@ -458,13 +530,20 @@ def main(argv: Optional[List[str]] = None) -> int:
         "final_loss": None if math.isnan(final_loss) else round(final_loss, 5),
         "loss_ratio": None if math.isnan(initial_loss) else round(final_loss / initial_loss, 5),
         "checkpoint": checkpoint,
+        "calibration": calibration,
+        # The kernel's boot id: nodes that share one are containers on one machine, whose probes
+        # compete for the same CPUs (the report does not call one of them slow).
+        "boot_id": boot_id(),
     }
     gathered: List[Any] = [None] * world
     torch_dist.all_gather_object(gathered, {"hostname": hostname, "probe_tokens_per_s": probe_tps})
     if rank == 0:
         result.update(node_table(gathered, args.slow_threshold))
         result["slow_threshold"] = args.slow_threshold
-    print("%s %s" % (RESULT_TAG, json.dumps(result, sort_keys=True)), flush=True)
+    # One write of the whole line: the ranks of a node share the launcher's stdout, and print()
+    # writes the text and its newline apart, so two ranks' results could run into one line.
+    sys.stdout.write("%s %s\n" % (RESULT_TAG, json.dumps(result, sort_keys=True)))
+    sys.stdout.flush()
     torch_dist.barrier()
     # Tear the process group down here rather than at interpreter exit, where its threads (gloo,
     # DeepSpeed's shared-memory all-reduce) are destroyed in no fixed order: a rank of a finished

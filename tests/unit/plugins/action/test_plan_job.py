@@ -24,10 +24,46 @@ def run_action(args: Dict[str, Any], task_vars: Dict[str, Any], check_mode: bool
     return action.run(task_vars=task_vars)
 
 
-def inventory(nodes=NODES, **spec: Any) -> Dict[str, Any]:
+def inventory(nodes=NODES, gpu_model: Any = "H200", **spec: Any) -> Dict[str, Any]:
     task_vars: Dict[str, Any] = {"groups": {"all": list(nodes), "megatron_nodes": list(nodes)}}
+    if gpu_model is not None:
+        task_vars["megatron_gpu_model"] = gpu_model
     task_vars.update({"megatron_job_" + key: value for key, value in spec.items()})
     return task_vars
+
+
+def with_facts(task_vars: Dict[str, Any], models: Dict[str, tuple]) -> Dict[str, Any]:
+    """gpu_stack_facts per node: {node: (model name as nvidia-smi reports it, memory_mib)}."""
+    task_vars = dict(task_vars, hostvars={
+        node: {"gpu_stack_facts": {"gpus": {"count": 1, "model": name, "memory_mib": memory}}}
+        for node, (name, memory) in models.items()})
+    return task_vars
+
+
+@pytest.mark.parametrize("gpu_model, facts, gpu, source", [
+    ("A100-80GB", {}, "A100-80GB", "inventory megatron_gpu_model"),
+    ("a100-80gb", {}, "A100-80GB", "inventory megatron_gpu_model"),
+    (None, {"gpu01": ("NVIDIA A100-SXM4-80GB", 81920)}, "A100-80GB", "gpu_stack_facts of 1 node(s)"),
+    (None, {"gpu01": ("NVIDIA H100 80GB HBM3", 81559)}, "H100", "gpu_stack_facts"),
+    ("H200", {"gpu01": ("NVIDIA A100-SXM4-80GB", 81920)}, "H200", "inventory"),  # the inventory says it
+])
+def test_the_gpu_comes_from_the_inventory_or_the_facts(gpu_model, facts, gpu, source):
+    task_vars = with_facts(inventory(NODES[:1], gpu_model=gpu_model, **SMALL), facts)
+    result = run_action({"gpus_per_node": 1}, task_vars)
+    assert result["gpu"] == gpu and source in result["gpu_from"]
+    assert result["table"][0].startswith(gpu)
+
+
+@pytest.mark.parametrize("gpu_model, facts, message", [
+    (None, {}, "the GPU model is unknown .*set megatron_gpu_model"),
+    (None, {"gpu01": ("NVIDIA A100-SXM4-80GB", 81920), "gpu02": ("NVIDIA H100 80GB HBM3", 81559)},
+     "name different GPUs"),
+    (None, {"gpu01": ("Tesla V100-SXM2-32GB", 32768)}, "does not know"),
+    ("V100", {}, "megatron_gpu_model is 'V100'; expected one of"),
+])
+def test_the_planner_never_assumes_a_gpu(gpu_model, facts, message):
+    with pytest.raises(AnsibleActionFail, match=message):
+        run_action({"gpus_per_node": 1}, with_facts(inventory(NODES[:2], gpu_model=gpu_model, **SMALL), facts))
 
 
 @pytest.mark.parametrize("nodes,gpus,dp", [(NODES[:1], 1, 1), (NODES[:1], 2, 2), (NODES[:2], 8, 16)])
@@ -77,3 +113,51 @@ def test_measured_rates_change_the_prediction():
     fast = run_action({"gpus_per_node": 1}, inventory(NODES[:1], **SMALL))
     assert slow["hardware"]["matmul_tflops"] == 395.0
     assert slow["layouts"][0]["tokens_per_s"] < fast["layouts"][0]["tokens_per_s"]
+
+
+RECORDED_BURNIN = __import__("pathlib").Path(__file__).resolve().parents[3] / "fixtures" / "burnin" / "h200-1gpu-report.json"
+
+
+def test_a_recorded_burnin_report_calibrates_the_plan(tmp_path):
+    """tests/fixtures/burnin: burnin_gpt.py on one H200 (its log beside the report): the plan takes
+    the matmul rate it measured (784 TFLOP/s, KINDS.md's 790) and says so in its header."""
+    base = run_action({"gpus_per_node": 1, "padded_vocab_size": 8192}, inventory(NODES[:1], **SMALL))
+    result = run_action({"gpus_per_node": 1, "padded_vocab_size": 8192, "burnin_report": str(RECORDED_BURNIN)},
+                        inventory(NODES[:1], **SMALL))
+    assert result["hardware"]["matmul_tflops"] == pytest.approx(784.4862)
+    assert result["table"][1] == result["calibration"]
+    assert result["calibration"].startswith("calibrated by the burn-in report %s (1 rank(s) on 1 host(s)): "
+                                            "matmul 784 TFLOP/s" % RECORDED_BURNIN)
+    # 784 against the listed 790: the same layout, a step 0.7% longer at most.
+    assert result["layouts"][0]["step_s"] == pytest.approx(base["layouts"][0]["step_s"], rel=0.008)
+    assert result["layouts"][0]["step_s"] > base["layouts"][0]["step_s"]
+
+
+@pytest.mark.parametrize("report, args, matmul, header", [
+    # An explicit option wins over the report.
+    (None, {"matmul_tflops": 700.0}, 700.0, "matmul 784 TFLOP/s"),
+    # A burn-in of CPU ranks (the simulated cluster) is not used.
+    ({"calibration": {"matmul_tflops": 0.05, "ranks": 6, "hosts": 3, "devices": ["cpu"]}}, {}, 790.0,
+     "not used: it ran on CPU ranks"),
+    # A report from before the calibration existed.
+    ({"nodes": {}, "passed": True}, {}, 790.0, "not used: it has no calibration"),
+])
+def test_burnin_report_options(tmp_path, report, args, matmul, header):
+    path = RECORDED_BURNIN
+    if report is not None:
+        path = tmp_path / "burnin.json"
+        path.write_text(__import__("json").dumps(report))
+    result = run_action(dict({"gpus_per_node": 1, "padded_vocab_size": 8192, "burnin_report": str(path)}, **args),
+                        inventory(NODES[:1], **SMALL))
+    assert result["hardware"]["matmul_tflops"] == pytest.approx(matmul)
+    assert header in result["calibration"]
+
+
+def test_a_missing_burnin_report_is_no_error_and_a_broken_one_is(tmp_path):
+    result = run_action({"gpus_per_node": 1, "padded_vocab_size": 8192, "burnin_report": str(tmp_path / "none.json")},
+                        inventory(NODES[:1], **SMALL))
+    assert result["calibration"] is None and result["hardware"]["matmul_tflops"] == 790.0
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    with pytest.raises(AnsibleActionFail, match="cannot read the burn-in report .*run burnin.yml again"):
+        run_action({"gpus_per_node": 1, "burnin_report": str(broken)}, inventory(NODES[:1], **SMALL))

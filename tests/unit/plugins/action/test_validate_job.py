@@ -19,6 +19,7 @@ from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible_collections.megatron_ds.cluster.plugins.action import validate_job as validate_job_action
 from ansible_collections.megatron_ds.cluster.plugins.action.validate_job import ActionModule
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _report
+from ansible_collections.megatron_ds.cluster.tests.support import upstream as upstream_support
 from ansible_collections.megatron_ds.cluster.tests.support.action_harness import make_action as build_action
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
@@ -201,6 +202,27 @@ def test_corrected_job_passes_and_finds_its_files():
     assert checks(result, "warn") == []
 
 
+@pytest.mark.parametrize("task_vars", [
+    {"megatron_job_script": os.path.join(GUIDE, "train.corrected.sh")},
+    {"megatron_job_script": os.path.join(GUIDE, "train.corrected.sh"),
+     "megatron_job_ds_config_file": os.path.join(GUIDE, "ds_config.corrected.json"),
+     "megatron_job_hostfile": os.path.join(GUIDE, "hostfile")},
+])
+def test_job_files_from_the_task_variables(task_vars):
+    """validate.yml passes no file options: -e megatron_job_script=PATH reaches the action as a variable."""
+    result = run_action({"gpu_memory_mib": 81920}, task_vars)
+    assert not result.get("failed") and result["failed_checks"] == 0
+    assert result["source"]["ds_config_file"] == os.path.join(GUIDE, "ds_config.corrected.json")
+    assert result["source"]["hostfile"] == os.path.join(GUIDE, "hostfile")
+    assert len(result["source"]["notes"]) == (2 if len(task_vars) == 1 else 0)
+
+
+def test_the_option_wins_over_the_task_variable():
+    message = rejected({"script": os.path.join(GUIDE, "train.sh"), "gpu_memory_mib": 81920},
+                       {"megatron_job_script": os.path.join(GUIDE, "train.corrected.sh")})[0]
+    assert "batch" in message or "ZeRO" in message
+
+
 def test_relative_paths_resolve_against_the_playbook_dir():
     result = run_action({"script": "../tests/fixtures/guide/train.corrected.sh", "gpu_memory_mib": 81920}, {})
     assert result["failed_checks"] == 0
@@ -279,3 +301,44 @@ def test_untemplatable_spec_variable_names_it():
     action._templar.template.side_effect = AnsibleError("'undefined_thing' is undefined")
     with pytest.raises(AnsibleActionFail, match="Job spec variable megatron_job_.* cannot be templated"):
         action.run(task_vars=dict(task_vars, megatron_job_name="{{ undefined_thing }}"))
+
+
+SIM_JOB = dict(gpus_per_node=2, tensor_parallel=1, pipeline_parallel=1, zero_stage=1, num_layers=2, hidden_size=64,
+               num_attention_heads=4, seq_length=128, max_position_embeddings=128, micro_batch_size=1,
+               global_batch_size=16, precision="fp32", tokenizer_type="NullTokenizer", vocab_size=1000,
+               stack_profile="cpu")
+
+
+def _upstream_rows(result):
+    return [f for f in result.get("findings") or [] if f["check"].startswith("upstream: ")]
+
+
+def test_no_checkout_no_upstream_check(monkeypatch):
+    monkeypatch.delenv("MEGATRON_DS_SRC", raising=False)
+    result = run_action({"gpu_memory_mib": 81920}, inventory_vars(**SIM_JOB))
+    assert _upstream_rows(result) == [] and not any("upstream" in n for n in result["source"]["notes"])
+
+
+def test_an_unusable_checkout_is_a_note_not_a_verdict(monkeypatch, tmp_path):
+    monkeypatch.setenv("MEGATRON_DS_SRC", str(tmp_path))
+    monkeypatch.setenv("MEGATRON_DS_PYTHON", "/nonexistent/python")
+    result = run_action({"gpu_memory_mib": 81920}, inventory_vars(**SIM_JOB))
+    assert not result.get("failed") and _upstream_rows(result) == []
+    assert any(n.startswith("upstream check not run: cannot run /nonexistent/python") for n in result["source"]["notes"])
+
+
+@upstream_support.needs_upstream
+@pytest.mark.parametrize("change, status", [({}, "pass"), ({"num_attention_heads": 5}, "fail")])
+def test_upstream_judges_the_job_on_the_controller(monkeypatch, change, status):
+    """MEGATRON_DS_SRC: the checkout's own validate_args and DeepSpeed's config add their rows."""
+    monkeypatch.setenv("MEGATRON_DS_SRC", upstream_support.SOURCE)
+    monkeypatch.setenv("MEGATRON_DS_PYTHON", upstream_support.PYTHON)
+    job = dict(SIM_JOB, **change)
+    task_vars = inventory_vars(**job)
+    task_vars["groups"]["megatron_nodes"] = NODES[:4]
+    result = run_action({"gpu_memory_mib": 81920, "fail_on_error": False}, task_vars)
+    rows = _upstream_rows(result)
+    assert [r["status"] for r in rows] == [status], rows
+    if status == "fail":
+        assert rows[0]["check"].startswith("upstream: Megatron-DeepSpeed validate_args (megatron/arguments.py:")
+        assert rows[0]["found"] == "--hidden-size --num-attention-heads"

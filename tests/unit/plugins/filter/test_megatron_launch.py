@@ -22,6 +22,8 @@ FILTERS = FilterModule().filters()
     ("required_files", ("/d/one", "w", "f"), [{"path": "/d/one", "what": "w", "fix": "f"}]),
     ("required_files", ([], "w", "f"), []),
     ("checkpoint_step", ("global_step3",), 3),
+    ("checkpoint_expect", ({"megatron_job_gpus_per_node": 2, "megatron_job_tensor_parallel": 2}, 2),
+     {"tensor_parallel": 2, "world_size": 4}),
     ("ssh_sweep", (["ok a"], {"n": "a"}), {"n": {"rc": 0, "msg": ""}}),
     ("checkpoint_shape", (["mp_rank_00_model_states.pt", "mp_rank_01_model_states.pt"],),
      {"layout": "deepspeed", "tp": 2, "pp": 1, "dp": None, "no_pipeline_parallel": True, "files": 2}),
@@ -31,6 +33,7 @@ def test_filters(name, args, expected):
 
 
 @pytest.mark.parametrize("name, args", [("rank_pattern", ("",)), ("checkpoint_shape", (None,)),
+                                        ("checkpoint_expect", ({"megatron_job_zero_stage": "x"}, 1)),
                                         ("required_files", (["/d/x", ""], "w", "f")),
                                         ("required_files", ([None], "w", "f")),
                                         # an expect key megatron_checkpoint_info does not know
@@ -45,3 +48,16 @@ def test_checkpoint_judge_is_the_resume_judgement():
                                       {"world_size": 2, "tensor_parallel": 1, "pipeline_parallel": 1}, "cu130", True)
     assert got["layout"]["tensor_parallel"] == 2
     assert len(got["mismatches"]) == 1 and "ds_to_universal --input_folder /ck/global_step5" in got["mismatches"][0]
+
+
+def test_upstream_filters_build_the_request_and_read_the_verdict():
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils._mds import oracle
+    spec = {"stack_profile": "cpu", "gpus_per_node": 2, "nodes": 3, "tensor_parallel": 1, "pipeline_parallel": 1,
+            "global_batch_size": 12, "micro_batch_size": 1, "num_layers": 2, "hidden_size": 64,
+            "num_attention_heads": 4}
+    request = oracle.decode_request(FILTERS["upstream_request"](spec, megatron_dir="/m", workdir="/w"))
+    assert request["world_size"] == 6 and request["megatron_dir"] == "/m" and request["workdir"] == "/w"
+    verdict = FILTERS["upstream_verdict"](oracle.MARKER + '{"ran": false, "reason": "r", "findings": []}')
+    assert verdict["lines"] == [] and verdict["reason"] == "r"
+    with pytest.raises(AnsibleFilterError, match="megatron_ds.cluster.upstream_verdict"):
+        FILTERS["upstream_verdict"]("no verdict here")

@@ -119,6 +119,25 @@ def test_normalise_expect(expect, want):
         assert ck.normalise_expect(expect) == want
 
 
+@pytest.mark.parametrize("job_vars, nodes, want", [
+    # nothing set: nothing expected (the checkpoints are judged by what they hold)
+    ({}, 3, {}),
+    ({"megatron_job_name": "gpt"}, 3, {}),
+    ({"megatron_job_tensor_parallel": "2", "megatron_job_zero_stage": 1}, 0, {"tensor_parallel": 2, "zero_stage": 1}),
+    ({"megatron_job_gpus_per_node": 8, "megatron_job_pipeline_parallel": 2}, 2, {"world_size": 16, "pipeline_parallel": 2}),
+    # no nodes in the group: no world size
+    ({"megatron_job_gpus_per_node": 8}, 0, {}),
+    ({"megatron_job_tensor_parallel": None, "megatron_job_pipeline_parallel": ""}, 2, {}),
+    ({"megatron_job_tensor_parallel": "two"}, 2, "megatron_job_tensor_parallel must be an integer"),
+])
+def test_expect_from_job(job_vars, nodes, want):
+    if isinstance(want, str):
+        with pytest.raises(ValueError, match=want):
+            ck.expect_from_job(job_vars, nodes)
+    else:
+        assert ck.expect_from_job(job_vars, nodes) == want
+
+
 # --------------------------------------------------------------------------------------------
 # Trees in tmp_path
 # --------------------------------------------------------------------------------------------

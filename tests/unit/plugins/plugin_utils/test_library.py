@@ -91,3 +91,10 @@ def test_every_module_imports_from_the_library_alone(tmp_path):
     done = subprocess.run([sys.executable, "-I", "-c", "import sys; sys.path.insert(0, %r)\n%s" % (str(library), probe)]
                           + modules, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_collection_root_is_the_collection_directory():
+    """The supervisor builds the collection from here (no role_path/../..)."""
+    root = Path(_library.collection_root())
+    assert (root / "galaxy.yml").is_file() or (root / "MANIFEST.json").is_file()
+    assert (root / "plugins" / "module_utils") == Path(_library.module_utils_root())

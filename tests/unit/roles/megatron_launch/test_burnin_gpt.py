@@ -196,3 +196,33 @@ def test_nan_fault_injection_turns_the_loss_nan_at_the_chosen_step(tmp_path):
     losses = {line.split()[1]: line.split()[2] for line in proc.stdout.splitlines() if line.startswith("BURNIN step=")}
     assert losses["step=1"] != "loss=nan"
     assert losses["step=2"] == "loss=nan"
+
+
+def test_calibration_measures_matmul_and_allreduce_for_the_planner(tmp_path):
+    """Two ranks of one host: the world and the node group are the same two ranks; both time an
+    all-reduce, and each rank its matmul."""
+    proc = _torchrun(tmp_path, 2, ["--steps", "2", "--calibrate-matmul", "64", "--calibrate-mib", "1"])
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    # Each result wherever it starts: torch's launcher merges the two ranks' output streams.
+    decoder = json.JSONDecoder()
+    results = [decoder.raw_decode(part)[0] for part in proc.stdout.split("BURNIN_RESULT ")[1:]]
+    assert len(results) == 2
+    for result in results:
+        calibration = result["calibration"]
+        assert set(calibration) == {"matmul_tflops", "matmul_size", "allreduce_mib", "world_busbw_gbps", "node_busbw_gbps"}
+        assert calibration["matmul_tflops"] > 0 and calibration["matmul_size"] == 64
+        assert calibration["world_busbw_gbps"] > 0 and calibration["node_busbw_gbps"] > 0
+
+
+def test_calibration_can_be_turned_off_and_a_single_rank_times_no_all_reduce(tmp_path):
+    """One rank without a launcher: a matmul rate, no all-reduce (a group of one); with both
+    sizes 0 nothing is timed."""
+    timed = _run(tmp_path, ["--steps", "1", "--calibrate-matmul", "64", "--calibrate-mib", "1"])
+    assert timed.returncode == 0, timed.stdout[-2000:] + timed.stderr[-2000:]
+    calibration = _result(timed.stdout)["calibration"]
+    assert calibration["matmul_tflops"] > 0
+    assert calibration["world_busbw_gbps"] is None and calibration["node_busbw_gbps"] is None
+    (tmp_path / "off").mkdir()
+    off = _run(tmp_path / "off", ["--steps", "1", "--calibrate-matmul", "0", "--calibrate-mib", "0"])
+    assert off.returncode == 0, off.stdout[-2000:] + off.stderr[-2000:]
+    assert _result(off.stdout)["calibration"] == {}

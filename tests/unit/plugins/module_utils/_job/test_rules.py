@@ -168,6 +168,9 @@ def test_unknown_keys(given, unknown):
     ({"tensor_parallel": 1, "global_batch_size": 500}, 1, 8, 8, 500, None),
     ({"tensor_parallel": 8, "pipeline_parallel": 2}, 3, 8, None, 512, None),
     ({"tensor_parallel": 16}, 1, 8, None, 512, None),
+    # DeepSpeed-Ulysses: DP = world / (TP x PP x SP) (arguments.py:101-108 at 4efb479d)
+    ({"tensor_parallel": 2, "ds_sequence_parallel_size": 4, "global_batch_size": 64}, 8, 8, 8, 64, 8),
+    ({"tensor_parallel": 8, "ds_sequence_parallel_size": 3}, 8, 8, None, 512, None),
 ])
 def test_derive(over, nodes, gpus, dp, global_batch, grad_acc):
     derived = _job_spec.derive(_job_spec.normalize(over), nodes, gpus)
@@ -199,6 +202,13 @@ def test_derive_uses_megatrons_global_default():
     ({"tensor_parallel": 8, "pipeline_parallel": 2}, 3,
      "world size 24 (3 nodes x 8 GPUs) is not divisible by TP 8 x PP 2"),
     ({"global_batch_size": 500}, 8, "global batch size (500) is not divisible by micro batch size (1) times data parallel size (8)"),
+    ({"ds_sequence_parallel_size": 3}, 8,
+     "not divisible by TP 8 x PP 1 x SP 3, so the GPUs cannot be split into tensor_parallel 8 x pipeline_parallel 1 "
+     "x ds_sequence_parallel_size 3: make megatron_job_tensor_parallel x megatron_job_pipeline_parallel x "
+     "megatron_job_ds_sequence_parallel_size divide 64"),
+    # micro 1 x DP 2 (64 / (TP 8 x SP 4)) does not divide 511
+    ({"ds_sequence_parallel_size": 4, "global_batch_size": 511}, 8,
+     "global batch size (511) is not divisible by micro batch size (1) times data parallel size (2)"),
 ])
 def test_derive_strict(over, nodes, message):
     with pytest.raises(_job_schema.JobError, match=re.escape(message)):
@@ -240,6 +250,8 @@ def test_spec_to_args_emits_only_flags_of_the_era(era, over):
     ({"vocab_size": 1000}, [], ["--vocab-size"]),
     ({"masked_softmax_fusion": False}, ["--no-masked-softmax-fusion"], []),
     ({"extra_args": ["--seed", "7"]}, ["--seed"], []),
+    ({"ds_sequence_parallel_size": 2}, ["--ds-sequence-parallel-size"], []),
+    ({"ds_sequence_parallel_size": 1}, [], ["--ds-sequence-parallel-size"]),  # upstream's default, not passed
 ])
 def test_spec_to_args_head(over, present, absent):
     args, dropped = spec_to_args(_job_spec.normalize(over), HEAD)
@@ -508,6 +520,23 @@ RULES = [
      "--no-pipeline-parallel needs PP 1", "fail", "pipeline_model_parallel_size must be 1 if pipeline parallel is disabled"),
     ("sequence parallel with TP 1", {"tensor_parallel": 1, "sequence_parallel": True}, None, {}, None, HEAD_DS,
      "--sequence-parallel with TP > 1", "warn", "turns sequence parallelism off"),
+    ("DP with DeepSpeed SP", {"tensor_parallel": 2, "ds_sequence_parallel_size": 4, "global_batch_size": 64}, None,
+     {}, None, HEAD_DS, "data parallel size", "pass", "DP = 64 / (TP 2 x PP 1 x SP 4) = 8"),
+    ("world not divisible with DeepSpeed SP", {"ds_sequence_parallel_size": 3}, None, {}, None, HEAD_DS,
+     "TP x PP divides the world size", "fail",
+     "world size (64) is not divisible by tensor parallel size (8) times pipeline parallel size (1) times seqence "
+     "parallel size (3)"),
+    ("global batch with DeepSpeed SP", {"tensor_parallel": 2, "ds_sequence_parallel_size": 8, "global_batch_size": 6}, None, {}, None,
+     HEAD_DS, "global batch divisible by micro x DP", "fail", "global 6, micro 1, DP 4"),
+    ("heads % SP: pass", {"tensor_parallel": 2, "ds_sequence_parallel_size": 4}, None, {}, None, HEAD_DS,
+     "attention heads % SP == 0", "pass", "40 heads, ds_sequence_parallel_size 4"),
+    ("heads % SP: fail", {"tensor_parallel": 1, "ds_sequence_parallel_size": 16, "global_batch_size": 64}, None,
+     {}, None, HEAD_DS, "attention heads % SP == 0", "fail", "transformer.py:618"),
+    ("seq % SP: fail", {"tensor_parallel": 2, "ds_sequence_parallel_size": 4, "seq_length": 2046}, None, {}, None,
+     HEAD_DS, "sequence length % SP == 0", "fail", "pretrain_gpt.py:138"),
+    ("both sequence parallelisms", {"sequence_parallel": True, "ds_sequence_parallel_size": 2}, None, {}, None, HEAD_DS,
+     "one sequence parallelism", "fail", "not compatible with Megatron-LM's sequence parallel"),
+    ("no SP: no SP checks", {}, None, {}, None, HEAD_DS, "attention heads % SP == 0", None, ""),
     ("heads % TP: pass", {}, None, {}, None, HEAD_DS, "attention heads % TP == 0", "pass", "40 heads, TP 8"),
     ("heads % TP: fail", {"num_attention_heads": 36, "hidden_size": 4608}, None, {}, None, HEAD_DS,
      "attention heads % TP == 0", "fail", "36 is not divisible by 8"),
@@ -632,7 +661,9 @@ RULES = [
                                                                          "--recompute-method", "uniform"]},
      None, {}, None, HEAD_DS, "recompute honoured by the DeepSpeed pipeline", None, ""),
     ("flash attention on before_rebase", {"use_flash_attn": True, "exit_signal_handler": False}, None, {}, None, OLD_DS,
-     "--use-flash-attn-v2 available", "fail", "turn megatron_job_use_flash_attn off"),
+     "--use-flash-attn-v2 available", "fail", "set megatron_job_use_flash_attn: auto (or false)"),
+    ("DeepSpeed SP on before_rebase", {"ds_sequence_parallel_size": 2}, None, {}, None, OLD_DS,
+     "--ds-sequence-parallel-size available", "fail", "set megatron_job_ds_sequence_parallel_size: 1"),
     ("SIGTERM handler on before_rebase", {}, None, {}, None, OLD_DS, "--exit-signal-handler available", "warn",
      "leaves it out"),
     ("NullTokenizer without vocab size", {"tokenizer_type": "NullTokenizer"}, None, {}, None, HEAD_DS,
@@ -899,6 +930,25 @@ def test_activation_formula_and_its_reductions():
     assert _job_memory.estimate_memory(sequence, derived, zero)["activations"] < plain["activations"]
 
 
+@pytest.mark.parametrize("stage, formula", [
+    (1, lambda p, n: 4 * p + 16 * p / n),
+    (2, lambda p, n: 2 * p + 18 * p / n),
+])
+def test_deepspeed_sequence_parallel_in_the_memory_estimate(stage, formula):
+    """DeepSpeed-Ulysses SP 4: each rank holds a quarter of the sequence's activations and logits,
+    the same parameters, and ZeRO shards over DP x SP (DeepSpeed's sequence-data-parallel group)."""
+    base = _job_spec.normalize({"tensor_parallel": 2, "global_batch_size": 64})
+    sp = dict(base, ds_sequence_parallel_size=4)
+    zero = {"stage": stage}
+    plain = _job_memory.estimate_memory(base, _job_spec.derive(base, 8, 8), zero)
+    split = _job_memory.estimate_memory(sp, _job_spec.derive(sp, 8, 8), zero)
+    assert split["params_per_gpu"] == plain["params_per_gpu"]
+    assert split["activations"] == pytest.approx(plain["activations"] / 4, rel=1e-6)
+    params = plain["params_per_gpu"]
+    assert plain["model_states"] == int(formula(params, 32))  # DP 64 / TP 2
+    assert split["model_states"] == int(formula(params, 32))  # DP 8 x SP 4: the same 32 shards
+
+
 def test_pipeline_keeps_micro_batches_in_flight():
     spec = _job_spec.normalize({"pipeline_parallel": 2, "no_pipeline_parallel": False, "global_batch_size": 256})
     derived = _job_spec.derive(spec, 8, 8)
@@ -1154,3 +1204,31 @@ def test_tp_across_nodes_warns_with_its_traffic(precision, pp, gib):
     assert "spans 2 nodes" in row["found"]
     assert "about %.1f GiB per rank per iteration" % gib in row["fix"]
     assert not [f for f in findings if f["component"] == "parallelism" and f["status"] == "fail"]
+
+
+# ---------------------------------------------------------------------------------------
+# validate_args' schedule and recompute asserts (found by the upstream oracle at 4efb479d)
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("extra, version, check, status, words", [
+    # --lr-warmup-fraction replaces --lr-warmup-iters, which the job files always render
+    (["--lr-warmup-fraction", "0.1"], HEAD_DS, "one learning-rate warmup", "fail",
+     "can only specify one of lr-warmup-fraction and lr-warmup-iters"),
+    (["--lr-warmup-fraction", "0.1"], OLD_DS, "one learning-rate warmup", "fail", "megatron_job_lr_warmup_iters: 0"),
+    (["--train-samples", "1000"], HEAD_DS, "iteration- or sample-based training", "fail",
+     "expected iteration-based training"),
+    (["--recompute-granularity", "selective", "--recompute-method", "uniform"], HEAD_DS,
+     "recompute method with selective granularity", "fail", "not yet supported for selective"),
+])
+def test_upstream_asserts_restated(extra, version, check, status, words):
+    finding = the(run({"extra_args": extra, "num_layers": 24, "pipeline_parallel": 1, "tensor_parallel": 8},
+                      version=version), check)
+    assert finding["status"] == status and words in finding["fix"]
+
+
+@pytest.mark.parametrize("spec, check", [
+    ({"extra_args": ["--lr-warmup-fraction", "0.1"], "lr_warmup_iters": 0}, "one learning-rate warmup"),
+    ({"extra_args": ["--recompute-granularity", "selective"]}, "recompute method with selective granularity"),
+    ({}, "iteration- or sample-based training"),
+])
+def test_legal_schedules_and_recompute_pass_these_checks(spec, check):
+    assert [f for f in run(spec) if f["check"] == check] == []

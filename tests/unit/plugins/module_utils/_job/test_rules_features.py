@@ -136,3 +136,64 @@ def test_a_users_ds_config_without_the_key_fails_naming_version_key_and_fix(data
         assert "DeepSpeed %s" % version in got[0]["found"]
         assert '"data_types": {"grad_accum_dtype": "fp32"}' in got[0]["fix"]
         assert ">= 0.11.2" in got[0]["fix"]
+
+
+# ---------------------------------------------------------------------------------------
+# ZeRO-0 in half precision: the optimizer wrapper DeepSpeed's _do_optimizer_sanity_check picks
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("precision, pipeline, version, accum, wrapper", [
+    ("fp32", False, "0.19.6", None, ""),
+    ("fp16", False, "0.9.2", None, "FP16"),
+    ("fp16", True, "0.19.6", None, "FP16"),
+    ("fp16", False, "0.19.6", "fp32", "refused"),
+    ("bf16", False, "0.9.2", None, "BFLOAT16"),       # v0.17.5 and older: fp32 accumulation by default
+    ("bf16", False, "0.17.5", None, "BFLOAT16"),
+    ("bf16", False, "0.17.5", "bf16", "refused"),     # 'Bfloat16 wrapper must use ... fp32'
+    ("bf16", True, "0.17.5", "bf16", "BFLOAT16"),
+    ("bf16", False, "0.17.6", None, "DDP_BFLOAT16"),  # PR #7515: bf16 accumulation by default
+    ("bf16", False, "0.18.4", "fp32", "BFLOAT16"),
+    ("bf16", False, "0.18.5", "fp32", "refused"),     # PR #7790: 'unsupported mix'
+    ("bf16", True, "0.18.5", "fp32", "refused"),
+    ("bf16", True, "0.19.6", None, "BFLOAT16"),
+    ("bf16", False, "0.19.6", None, "DDP_BFLOAT16"),
+    ("bf16", False, None, None, "DDP_BFLOAT16"),      # unknown: the newest
+])
+def test_zero0_optimizer(precision, pipeline, version, accum, wrapper):
+    assert _job_args.zero0_optimizer(precision, pipeline, version, accum) == wrapper
+
+
+@pytest.mark.parametrize("over, data_types, version, status, words", [
+    ({"precision": "bf16"}, None, "0.19.6", "warn", "DDP_BFLOAT16 wraps the optimizer in FP16_Optimizer"),
+    ({"precision": "bf16"}, None, "0.19.6", "warn", "use ZeRO-1 (megatron_job_zero_stage: 1)"),
+    ({"precision": "bf16"}, None, "0.18.0", "warn", '"data_types": {"grad_accum_dtype": "fp32"}'),
+    ({"precision": "bf16"}, {"grad_accum_dtype": "fp32"}, "0.18.0", "pass", "BFLOAT16"),
+    ({"precision": "bf16"}, {"grad_accum_dtype": "fp32"}, "0.19.6", "fail", "unsupported mix"),
+    ({"precision": "bf16"}, None, "0.16.1", "pass", "BFLOAT16"),
+    ({"precision": "fp16"}, None, "0.19.6", "warn", "FP16 wraps the optimizer"),
+    ({"precision": "bf16", "no_pipeline_parallel": False}, None, "0.19.6", "pass", "pipeline engine: BFLOAT16"),
+    ({"precision": "fp32", "use_flash_attn": False}, None, "0.19.6", None, ""),
+])
+def test_zero0_optimizer_rule(over, data_types, version, status, words):
+    job = _job_spec.normalize(dict({"tensor_parallel": 1, "zero_stage": 0, "global_batch_size": 64,
+                                    "stack_profile": "cu130"}, **over), nodes=8)
+    ds = _job_args.ds_config(job, "cu130")
+    if data_types is not None:
+        ds["data_types"] = data_types
+    got = _finding(_job_rules.validate(job, ds, {"nodes": 8, "gpus_per_node": 8}, None, version),
+                   rf.ZERO0_PARITY_CHECK)
+    if status is None:
+        assert got == []
+        return
+    assert [f["status"] for f in got] == [status]
+    assert words in "%s | %s" % (got[0]["found"], got[0]["fix"])
+
+
+def test_zero0_rule_without_a_version_reads_the_profiles_deepspeed():
+    """The cu117 profile pins DeepSpeed 0.9.2, whose bf16 ZeRO-0 takes BF16_Optimizer."""
+    for profile, status in (("cu117", "pass"), ("cu130", "warn")):
+        job = _job_spec.normalize({"tensor_parallel": 1, "zero_stage": 0, "stack_profile": profile,
+                                   "use_flash_attn": False, "global_batch_size": 64}, nodes=8)
+        got = _finding(_job_rules.validate(job, None, {"nodes": 8, "gpus_per_node": 8}), rf.ZERO0_PARITY_CHECK)
+        assert [f["status"] for f in got] == [status], got

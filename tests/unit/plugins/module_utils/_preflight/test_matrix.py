@@ -13,7 +13,7 @@ from ansible_collections.megatron_ds.cluster.plugins.module_utils._facts import 
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._preflight import gate as pf
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._preflight import rows as prows
 
-from .preflight_facts import NODES, by_status, make_cluster, row_for, run
+from .preflight_facts import NODES, by_status, full_options, make_cluster, row_for, run
 
 
 @pytest.mark.parametrize("component, check, version", [
@@ -171,6 +171,20 @@ def test_megatron_checkout_missing_is_a_warning():
     rows = run(cluster)
     assert by_status(rows, pf.FAIL) == []
     assert {row.check for row in by_status(rows, pf.WARN)} == {"megatron_deepspeed.present"}
+
+
+@pytest.mark.parametrize("present, status", [(False, pf.SKIP), (True, pf.PASS)])
+def test_no_checkout_is_skipped_where_the_inventory_installs_none(present, status):
+    """python_env_megatron_source: none (the demo without a source): nothing to warn about; a
+    checkout that is there anyway still passes with its commit."""
+    cluster = make_cluster()
+    for facts in cluster.values():
+        facts["megatron_deepspeed"]["present"] = present
+    options = dict(full_options("cu117"), megatron_checkout=False)
+    row = row_for(run(cluster, options=options), "megatron_deepspeed.present", "node2")
+    assert row.status == status, row
+    if not present:
+        assert "python_env_megatron_source: none" in row.fix
 
 
 def test_megatron_checkout_without_git_says_so():

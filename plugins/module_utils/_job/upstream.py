@@ -1,0 +1,97 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, megatron_ds.cluster developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The job as upstream's oracle (``_mds/oracle.py``) is asked about it: the exact argument list
+train.sh passes to pretrain_gpt.py, the ds_config.json it points at, the environment every rank
+gets (.deepspeed_env), and the world size the launch will have, all from the one builder of the
+job files (``_job.files`` / ``_job.args``), so the oracle judges what is launched.
+
+No Ansible imports: unit-tested alone.
+"""
+from __future__ import annotations
+
+import subprocess
+from typing import Any, Dict, List, Mapping, Optional
+
+from .._mds import oracle as _mds_oracle
+from . import findings as _job_findings
+from .args import ProfileArg, _prepare, ds_config, train_args
+from .files import deepspeed_env
+from .schema import JobError
+
+
+def request(spec: Mapping[str, Any], profile: ProfileArg = None, megatron_dir: Optional[str] = None,
+            workdir: Optional[str] = None, nodes: Optional[int] = None) -> Dict[str, Any]:
+    """The oracle's request for a job spec: ``argv``, ``ds_config``, ``env``, ``world_size``
+    (nodes x GPUs per node), and where the checkout and the job's directory are (the spec's own
+    ``megatron_dir`` and ``workdir`` unless given)."""
+    raw = dict(spec)
+    if nodes is not None:
+        raw["nodes"] = nodes
+    if not raw.get("nodes"):
+        raise JobError("the oracle needs the node count: give nodes, or a spec with nodes (the job lookup's spec has them)")
+    job, prof = _prepare(raw, profile)
+    count = job["nodes"]
+    return {
+        "megatron_dir": megatron_dir or job["megatron_dir"],
+        "workdir": workdir or job["workdir"],
+        "argv": train_args(job, prof),
+        "ds_config": ds_config(job, prof),
+        "env": deepspeed_env(job, prof),
+        "world_size": int(count) * int(job["gpus_per_node"]),
+        "args_defaults": dict(_mds_oracle.PRETRAIN_GPT_DEFAULTS),
+    }
+
+
+def encoded_request(spec: Mapping[str, Any], profile: ProfileArg = None, megatron_dir: Optional[str] = None,
+                    workdir: Optional[str] = None, nodes: Optional[int] = None) -> str:
+    """``request`` as the one shell-safe argument the oracle file takes."""
+    return _mds_oracle.encode_request(request(spec, profile, megatron_dir, workdir, nodes))
+
+
+def verdict(stdout: str) -> Dict[str, Any]:
+    """The oracle's verdict from its stdout, with ``lines`` (one per finding, as the user reads it)."""
+    result = _mds_oracle.parse_output(stdout)
+    result["lines"] = _mds_oracle.finding_lines(result)
+    return result
+
+
+def oracle_file() -> str:
+    """Path of the oracle script on this machine (run by the training venv's python)."""
+    return _mds_oracle.__file__
+
+
+def findings(result: Mapping[str, Any]) -> List[Dict[str, str]]:
+    """The verdict as validate_job findings: one failing row per upstream refusal, quoting upstream
+    and naming where it refused and the flags that line reads; one passing row when upstream
+    accepted the job; nothing when it could not run (the caller notes why)."""
+    if not result.get("ran"):
+        return []
+    out = []
+    for item in result.get("findings") or ():
+        who = "Megatron-DeepSpeed validate_args" if item["source"] == "megatron" else "DeepSpeed DeepSpeedConfig"
+        out.append(_job_findings.finding(
+            "upstream: %s%s" % (who, (" (%s)" % item["where"]) if item.get("where") else ""), "fail",
+            "upstream", " ".join(item.get("flags") or ()) or "-", "accepted by upstream",
+            "upstream: %s; change %s" % (item["message"], ", ".join(item.get("flags") or ()) or "the job")))
+    if not out:
+        out.append(_job_findings.finding(
+            "upstream: Megatron-DeepSpeed validate_args and DeepSpeed DeepSpeedConfig", "pass", "upstream",
+            "accepted (data parallel %s, DeepSpeed %s)" % (result.get("data_parallel"), (result.get("versions") or {}).get("deepspeed")),
+            "accepted by upstream"))
+    return out
+
+
+def run_oracle(req: Mapping[str, Any], python: str, timeout: int = 600) -> Dict[str, Any]:
+    """Run the oracle file with ``python`` (a venv with torch and DeepSpeed) on ``req``; the verdict,
+    or ``ran`` false with the reason when it cannot run."""
+    try:
+        proc = subprocess.run([python, oracle_file(), _mds_oracle.encode_request(req)], capture_output=True,
+                              text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"ran": False, "reason": "cannot run %s: %s" % (python, exc), "findings": []}
+    try:
+        return verdict(proc.stdout)
+    except ValueError as exc:
+        reason = "%s (rc %d): %s; stderr ends: %s" % (python, proc.returncode, exc, proc.stderr.strip()[-400:])
+        return {"ran": False, "reason": reason, "findings": []}
