@@ -10,6 +10,7 @@ module_utils/_heal/incident.py and module_utils/_heal/policy.py.
 """
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Dict, Optional
 
 from ansible.errors import AnsibleFilterError
@@ -18,9 +19,12 @@ from ansible_collections.megatron_ds.cluster.plugins.module_utils._heal import p
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._heal import incident as _incident
 
 
-def incident_summary(text: Any, last: int = 5) -> Dict[str, Any]:
-    records, bad = _incident.parse(str(text or "").splitlines())
-    return _incident.summary(records, bad, int(last))
+def incident_summary(text: Any, last: int = 5, now: Optional[Any] = None) -> Dict[str, Any]:
+    lines = str(text or "").splitlines()
+    records, bad = _incident.parse(lines)
+    since = _incident.watching_since(lines)
+    wall = (float(now) if now is not None else time.time()) - since if since is not None else None
+    return _incident.summary(records, bad, int(last), _incident.ledger(records, wall))
 
 
 def heal_replan(spec_vars: Any, nodes_left: Any, gpus_per_node: Optional[Any] = None,

@@ -7,8 +7,11 @@ node_exporter publishes (--collector.textfile.directory, monitoring_node_exporte
 
 One line: {"at", "fault", "kind", "nodes", "evidence", "action", "reason", "job_nodes" (after),
 "iteration" (the last logged before the fault), "resumed_step" (the tag resumed from),
-"iterations_lost", "converted" (the universal tag, or null), "resumed_at" (first new
-iteration, filled by a later line with "event": "resumed")}.
+"iterations_lost", "seconds_to_detect" (the last iteration to the detection), "iteration_seconds"
+(the job's recent iteration time), "converted" (the universal tag, or null), "resumed_at" (first new
+iteration, filled by a later line with "event": "resumed"), "resume_check" (the checked
+resume's verdict, _heal.resume.judge: on a resume_failed record itself, or filled by a later
+line with "event": "resume_checked")}.
 
 Standard library only, Python 3.6+ (no Ansible imports, no annotations): the supervisor runs it on
 the head node with the system python.
@@ -19,6 +22,10 @@ import tempfile
 
 METRIC_PREFIX = "megatron_supervisor_"
 RESUMED = "resumed"
+RESUME_CHECKED = "resume_checked"
+# The first line a supervisor writes for a job: when it began watching (the goodput ledger's
+# wall time counts from there, across restarts of the supervisor).
+WATCHING = "watching"
 
 
 def iterations_lost(last_iteration, resumed_step):
@@ -82,8 +89,57 @@ def parse(lines):
                 if entry.get("seconds") is not None:
                     records[-1]["seconds_to_resume"] = entry.get("seconds")
             continue
+        if entry.get("event") == RESUME_CHECKED:
+            if records:
+                records[-1]["resume_check"] = entry.get("check")
+            continue
+        if entry.get("event"):
+            continue  # WATCHING and events of later versions: not incidents
         records.append(entry)
     return records, bad
+
+
+def watching_since(lines):
+    """The epoch seconds of the first WATCHING event, or None."""
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and entry.get("event") == WATCHING and entry.get("epoch") is not None:
+            return float(entry["epoch"])
+    return None
+
+
+def ledger(records, wall_seconds, iteration_seconds=None):
+    """The goodput ledger: of the wall time since the supervisor began watching, what was lost to
+    each incident (from the last iteration before it to its detection, then to the first new
+    iteration after the relaunch) and to iterations trained again (iterations_lost x the
+    iteration time), and the rest as productive time; ETTR = productive / wall (ByteDance's
+    ByteRobust reports 97%, Meta above 90% for Llama 3 on 16K GPUs). None without a wall time."""
+    if not wall_seconds or wall_seconds <= 0:
+        return None
+    detect = [float(r["seconds_to_detect"]) for r in records if r.get("seconds_to_detect") is not None]
+    resume = [float(r["seconds_to_resume"]) for r in records if r.get("seconds_to_resume") is not None]
+    lost_iterations = sum(int(r.get("iterations_lost") or 0) for r in records)
+    step = iteration_seconds
+    if step is None:
+        steps = [float(r["iteration_seconds"]) for r in records if r.get("iteration_seconds")]
+        step = steps[-1] if steps else None
+    lost_work = lost_iterations * step if step else 0.0
+    downtime = sum(detect) + sum(resume)
+    productive = max(0.0, float(wall_seconds) - downtime - lost_work)
+    return {
+        "wall_s": round(float(wall_seconds), 1),
+        "downtime_s": round(downtime, 1),
+        "lost_work_s": round(lost_work, 1),
+        "productive_s": round(productive, 1),
+        "ettr": round(productive / float(wall_seconds), 4),
+        "incidents": len(records),
+        "iterations_lost": lost_iterations,
+        "mean_seconds_to_detect": round(sum(detect) / len(detect), 1) if detect else None,
+        "mean_seconds_to_resume": round(sum(resume) / len(resume), 1) if resume else None,
+    }
 
 
 def read(path):
@@ -94,8 +150,9 @@ def read(path):
         return parse(handle)
 
 
-def summary(records, bad=0, last=5):
-    """What status.yml reports: counts by fault and action, iterations lost, the last incidents."""
+def summary(records, bad=0, last=5, goodput=None):
+    """What status.yml reports: counts by fault and action, iterations lost, the last incidents,
+    and the goodput ledger when given."""
     by_fault = {}
     by_action = {}
     for rec in records:
@@ -109,6 +166,7 @@ def summary(records, bad=0, last=5):
         "unreadable_lines": bad,
         "last": list(records[-last:]) if last else [],
         "stopped": bool(records) and records[-1].get("action") == "stop",
+        "goodput": goodput,
     }
 
 
@@ -116,8 +174,9 @@ def _label(value):
     return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
 
 
-def prometheus_text(records, job, up=True):
-    """The textfile collector's content (Prometheus exposition format 0.0.4)."""
+def prometheus_text(records, job, up=True, goodput=None):
+    """The textfile collector's content (Prometheus exposition format 0.0.4); ``goodput`` is a
+    ledger() result."""
     job = _label(job)
     counts = {}
     for rec in records:
@@ -142,6 +201,14 @@ def prometheus_text(records, job, up=True):
         "# TYPE %sstopped gauge" % METRIC_PREFIX,
         '%sstopped{job="%s"} %d' % (METRIC_PREFIX, job, 1 if records and records[-1].get("action") == "stop" else 0),
     ]
+    if goodput:
+        for key, name, help_text in (
+                ("ettr", "ettr", "Effective training time ratio: productive time over wall time since watching."),
+                ("wall_s", "wall_seconds", "Seconds since the supervisor began watching the job."),
+                ("downtime_s", "downtime_seconds", "Seconds from the last iteration before each incident to the first after it."),
+                ("lost_work_s", "lost_work_seconds", "Seconds of iterations trained again after resumes from older tags.")):
+            lines += ["# HELP %s%s %s" % (METRIC_PREFIX, name, help_text), "# TYPE %s%s gauge" % (METRIC_PREFIX, name),
+                      '%s%s{job="%s"} %s' % (METRIC_PREFIX, name, job, goodput[key])]
     return "\n".join(lines) + "\n"
 
 

@@ -33,17 +33,21 @@ NODE_UNREACHABLE = "node_unreachable"
 STALL = "stall"
 NONFINITE = "nonfinite_loss"
 SAVE_FAILED = "save_failed"
-FAULTS = (RANK_EXITED, NODE_UNREACHABLE, STALL, NONFINITE, SAVE_FAILED)
+RESUME_FAILED = "resume_failed"  # the checked resume (_heal.resume) refused a relaunch
+FAULTS = (RANK_EXITED, NODE_UNREACHABLE, STALL, NONFINITE, SAVE_FAILED, RESUME_FAILED)
 
 TRANSIENT = "transient"
 NODE = "node"
 ROLLBACK = "nonfinite"
+GPU_RESET = "gpu_reset"  # a GPU fault whose tier is reset (_heal.gpu_faults): reset, then retry
 
 # Actions.
 RETRY = "retry"          # same nodes, same layout, from the newest complete tag
 REPLACE = "replace"      # the bad node out, a spare in: same layout, no conversion
 EXCLUDE = "exclude"      # the bad node out, re-plan on the nodes left
 ROLL_BACK = "rollback"   # NaN/inf: the newest complete tag saved before the first bad iteration
+FALL_BACK = "fallback"   # a resume that does not continue the run: the complete tag before it
+RESET = "reset"          # reset the named nodes' GPUs (supervisor_gpu_reset_command), then retry on the same nodes
 STOP = "stop"            # give up and alert
 
 DEFAULT_POLICY: Dict[str, Any] = {
@@ -64,6 +68,17 @@ DEFAULT_POLICY: Dict[str, Any] = {
     "startup_timeout": 1800,
     # Smallest number of nodes a re-plan may shrink to (fewer: stop).
     "min_nodes": 1,
+    # The checked resume (_heal.resume.judge): the first this many iterations logged after a
+    # relaunch must continue the interrupted run's loss within max(resume_loss_floor,
+    # resume_noise_factor x its noise); 0 turns the check off. A failed check falls back to the
+    # tag before, at most max_resume_fallbacks times, then stops.
+    "resume_check_points": 3,
+    "resume_noise_factor": 4.0,
+    "resume_loss_floor": 0.05,
+    "max_resume_fallbacks": 1,
+    # A GPU fault of the reset tier: reset the node's GPUs at most this many times per node, then
+    # it is a node fault (exclude or replace).
+    "max_gpu_resets": 1,
 }
 
 
@@ -114,6 +129,9 @@ def classify(observation: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
       nonfinite_iteration: int    the first iteration whose loss/grad norm was NaN/inf
       save_failed: str            the log line of a failed save
       finished: bool              the launcher exited 0 (the job is done, not failed)
+      gpu_faults: {node: {tier, evidence}}  the GPU probe's verdict per node (_heal.gpu_faults):
+                                  exclude makes a bad node, reset a gpu_reset fault, retry a
+                                  suspect; record only adds to the evidence
 
     Order: a finished job is no fault; NaN/inf first (a node check cannot fix it), then node
     unreachable, then the others. A node named by ``bad_nodes`` turns the fault into a node fault
@@ -125,6 +143,14 @@ def classify(observation: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
     if obs.get("finished"):
         return None
     bad = dict(obs.get("bad_nodes") or {})
+    gpu = {n: v for n, v in (obs.get("gpu_faults") or {}).items() if isinstance(v, Mapping)}
+    for node, verdict in gpu.items():
+        if verdict.get("tier") == "exclude":
+            bad.setdefault(node, "GPU fault: %s" % verdict.get("evidence", "exclude tier"))
+    to_reset = sorted(n for n, v in gpu.items() if v.get("tier") == "reset" and n not in bad)
+    gpu_suspects = sorted(n for n, v in gpu.items() if v.get("tier") == "retry" and n not in bad)
+    noted = "; ".join("%s GPU %s" % (n, gpu[n].get("evidence", "")) for n in sorted(gpu)
+                      if gpu[n].get("tier") in ("record", "retry", "reset"))
     unreachable = sorted(obs.get("unreachable") or [])
     if obs.get("nonfinite_iteration") is not None:
         return {"fault": NONFINITE, "kind": ROLLBACK, "nodes": [],
@@ -154,15 +180,19 @@ def classify(observation: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
         if stopped:
             evidence += "; stopped ranks on %s" % ", ".join(sorted(stopped))
     if fault is None:
-        if bad:
+        if bad or to_reset:
             fault, evidence = RANK_EXITED, "node check failed"
         else:
             return None
+    if noted:
+        evidence += "; " + noted
     if bad:
         nodes = sorted(bad)
         return {"fault": fault, "kind": NODE, "nodes": nodes,
                 "evidence": evidence + "; " + "; ".join("%s: %s" % (n, bad[n]) for n in nodes)}
-    return {"fault": fault, "kind": TRANSIENT, "nodes": suspects, "evidence": evidence}
+    if to_reset:
+        return {"fault": fault, "kind": GPU_RESET, "nodes": to_reset, "evidence": evidence}
+    return {"fault": fault, "kind": TRANSIENT, "nodes": sorted(set(suspects) | set(gpu_suspects)), "evidence": evidence}
 
 
 def _count(history: Sequence[Mapping[str, Any]], **match: Any) -> int:
@@ -196,6 +226,17 @@ def decide(fault: Mapping[str, Any], history: Sequence[Mapping[str, Any]], pol: 
                    "before it (rollback %d of %s)" % (fault.get("iteration"), done + 1, pol["max_rollbacks"]))
         return out
     suspects = [n for n in fault.get("nodes") or [] if n in nodes]
+    if kind == GPU_RESET:
+        # Reset, then retry on the same nodes; a node reset max_gpu_resets times is a node fault.
+        again = [n for n in suspects
+                 if sum(1 for h in history if h.get("action") == RESET and n in (h.get("nodes") or []))
+                 >= int(pol["max_gpu_resets"])]
+        if not again:
+            out.update(action=RESET, reason="%s: GPU reset needed on %s, then a retry on the same nodes (reset %s per node)"
+                       % (fault.get("fault"), ", ".join(suspects), pol["max_gpu_resets"]))
+            return out
+        suspects = again
+        kind = NODE
     if kind == TRANSIENT:
         # A node blamed again and again is a node fault even when every check passes.
         repeat = [n for n in suspects
@@ -276,16 +317,18 @@ def replan(spec_vars: Mapping[str, Any], nodes_left: int, gpus_per_node: Optiona
         out["before"] = derive(spec, old_nodes, gpus)
     nodes_left = int(nodes_left)
     tp, pp = int(spec["tensor_parallel"]), int(spec["pipeline_parallel"])
+    sp = int(spec["ds_sequence_parallel_size"])
     world = nodes_left * gpus
     if nodes_left < 1:
         out["reason"] = "no node left to run on"
         return out
-    if world % (tp * pp):
-        out["reason"] = ("TP %d x PP %d = %d does not divide the %d GPUs of %d node(s) x %d: keeping TP and PP "
+    if world % (tp * pp * sp):
+        kept = "TP %d x PP %d" % (tp, pp) + (" x SP %d" % sp if sp > 1 else "")
+        out["reason"] = ("%s = %d does not divide the %d GPUs of %d node(s) x %d: keeping TP and PP "
                          "needs a multiple of %d GPUs; the planner may find another layout"
-                         % (tp, pp, tp * pp, world, nodes_left, gpus, tp * pp))
+                         % (kept, tp * pp * sp, world, nodes_left, gpus, tp * pp * sp))
         return out
-    dp = world // (tp * pp)
+    dp = world // (tp * pp * sp)
     global_batch = spec["global_batch_size"]
     micro_old = int(spec["micro_batch_size"])
     candidates = [m for m in _divisors_desc(micro_old) if global_batch % (m * dp) == 0]
@@ -340,7 +383,7 @@ def resume_tag(report: Mapping[str, Any], before_iteration: Optional[int] = None
         if row.get("step") is None:
             continue
         if before_iteration is not None and row["step"] >= int(before_iteration):
-            skipped.append({"tag": row["tag"], "why": "saved at step %d, not before the NaN/inf at iteration %s"
+            skipped.append({"tag": row["tag"], "why": "saved at step %d, not before iteration %s"
                             % (row["step"], before_iteration)})
             continue
         if not row.get("ok"):

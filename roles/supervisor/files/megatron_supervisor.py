@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import hmac
 import json
+import math
 import os
 import re
 import shlex
@@ -80,6 +82,9 @@ class Progress:
         self.times: List[float] = []
         self.nonfinite: Optional[int] = None
         self.save_failed: Optional[str] = None
+        # {iteration: loss} as logged (the lm loss, or the burn-in's loss): the checked resume
+        # compares a relaunch's first iterations with the run before it (_heal.resume).
+        self.losses: Dict[int, float] = {}
 
     def update(self, summary: Mapping[str, Any], lines: Sequence[str], clock: float) -> None:
         from ansible_collections.megatron_ds.cluster.plugins.module_utils._mds.log import (
@@ -103,12 +108,26 @@ class Progress:
             record = parse_iteration(line)
             if record is not None and is_nonfinite(record) and self.nonfinite is None:
                 self.nonfinite = record["iteration"]
+            elif record is not None and is_finite(record.get("lm_loss")):
+                self._loss(record["iteration"], record["lm_loss"])
             elif record is None and "BURNIN step=" in line:
                 match = re.search(r"BURNIN step=(\d+) loss=(\S+)", line)
-                if match and not is_finite(_float(match.group(2))) and self.nonfinite is None:
+                loss = _float(match.group(2)) if match else None
+                if match and not is_finite(loss) and self.nonfinite is None:
                     self.nonfinite = int(match.group(1))
+                elif match:
+                    self._loss(int(match.group(1)), loss)
             if _SAVE_FAILED.search(line):
                 self.save_failed = line.strip()[:300]
+
+    def iteration_seconds(self) -> Optional[float]:
+        """The median of the recent iteration times (what an iteration lost costs), or None."""
+        return sorted(self.times)[len(self.times) // 2] if self.times else None
+
+    def _loss(self, iteration: int, loss: Any) -> None:
+        self.losses[int(iteration)] = float(loss)
+        if len(self.losses) > 400:  # the newest: the check needs the last ones before a tag
+            del self.losses[min(self.losses)]
 
 
 def _float(text: str) -> Optional[float]:
@@ -355,6 +374,50 @@ def culprits(config: Mapping[str, Any], shell: Shell, nodes: Sequence[str]) -> D
     return bad
 
 
+GPU_PROBE_MODULE = "ansible_collections.megatron_ds.cluster.plugins.module_utils._heal.gpu_faults"
+
+
+def gpu_faults(config: Mapping[str, Any], shell: Shell, nodes: Sequence[str]) -> Dict[str, Dict[str, str]]:
+    """The GPU probe (_heal.gpu_faults, from the library os_base installs) on each node over ssh:
+    {node: {tier, evidence}} for the nodes whose GPUs show a fault. A probe that cannot run is no
+    verdict (the ssh check and probe_command judge the node)."""
+    if not config.get("gpu_probe", True):
+        return {}
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils._heal import gpu_faults as _gpu
+
+    library = shlex.quote(str(config.get("lib") or "/usr/local/lib/megatron-ds"))
+    command = "PYTHONPATH=%s python3 -m %s" % (library, GPU_PROBE_MODULE)
+    out = {}
+    for node in nodes:
+        proc = shell.run(node, command)
+        lines = (proc.stdout or "").strip().splitlines()
+        if proc.returncode != 0 or not lines:
+            continue
+        try:
+            verdict = json.loads(lines[-1])
+        except ValueError:
+            continue
+        if isinstance(verdict, dict) and verdict.get("tier") in (_gpu.EXCLUDE, _gpu.RESET, _gpu.RETRY, _gpu.RECORD):
+            out[node] = {"tier": verdict["tier"], "evidence": _gpu.summary(verdict)}
+    return out
+
+
+def reset_gpus(config: Mapping[str, Any], nodes: Sequence[str],
+               run: Callable[..., subprocess.CompletedProcess]) -> Dict[str, str]:
+    """gpu_reset_command for each node (the ranks are stopped by then); {node: why} where it could
+    not be done, which makes the node a node fault."""
+    command = list(config.get("gpu_reset_command") or [])
+    if not command:
+        return {n: "GPU reset needed, and no supervisor_gpu_reset_command to do it" for n in nodes}
+    failed = {}
+    for node in nodes:
+        proc = run(fill(command, node=node), capture_output=True, text=True, check=False,
+                   timeout=int(config.get("probe_timeout", 900)))
+        if proc.returncode != 0:
+            failed[node] = "GPU reset failed (rc %d): %s" % (proc.returncode, (proc.stdout + proc.stderr).strip()[-200:])
+    return failed
+
+
 def choose_checkpoint(config: Mapping[str, Any], saved_shape: Mapping[str, Any],
                       before_iteration: Optional[int]) -> Dict[str, Any]:
     """The newest complete tag (below ``before_iteration`` for a NaN rollback) on the head node,
@@ -423,8 +486,9 @@ class Supervisor:
                  sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
         from ansible_collections.megatron_ds.cluster.plugins.module_utils._heal import policy as _heal
         from ansible_collections.megatron_ds.cluster.plugins.module_utils._heal import incident as _incident
+        from ansible_collections.megatron_ds.cluster.plugins.module_utils._heal import resume as _resume
 
-        self.heal, self.incident = _heal, _incident
+        self.heal, self.incident, self.resume = _heal, _incident, _resume
         self.config = dict(config)
         self.policy = _heal.policy(config.get("policy"))
         self.shell = shell or Shell(config)
@@ -434,7 +498,8 @@ class Supervisor:
         self.history = _incident.read(config["incident_file"])[0]
         # A restarted supervisor goes on with the nodes its last relaunch used.
         for record in reversed(self.history):
-            if record.get("action") in (_heal.RETRY, _heal.REPLACE, _heal.EXCLUDE, _heal.ROLL_BACK) and record.get("job_nodes"):
+            if record.get("action") in (_heal.RETRY, _heal.RESET, _heal.REPLACE, _heal.EXCLUDE, _heal.ROLL_BACK,
+                                        _heal.FALL_BACK) and record.get("job_nodes"):
                 self.nodes = list(record["job_nodes"])
                 break
         self.progress = Progress()
@@ -444,6 +509,25 @@ class Supervisor:
         self.stopped = bool(self.history) and self.history[-1].get("action") == _heal.STOP
         self.pending_resume: Optional[Dict[str, Any]] = None
         self.universal = False
+        self.watching_since = self._watching_since()
+
+    def _watching_since(self) -> float:
+        """The goodput ledger's start: the incident file's first WATCHING event, written once by
+        the first supervisor that watched this job, so that a restart keeps the wall time."""
+        path = self.config["incident_file"]
+        if os.path.exists(path):
+            with open(path) as handle:
+                since = self.incident.watching_since(handle)
+            if since is not None:
+                return since
+        # Rounded down, never up: a start in the future would make the first wall time negative.
+        since = math.floor(time.time() * 1000) / 1000
+        self.incident.append(path, {"event": self.incident.WATCHING, "at": now_iso(), "epoch": since})
+        return since
+
+    def goodput(self) -> Optional[Dict[str, Any]]:
+        return self.incident.ledger(self.history, time.time() - self.watching_since,
+                                    self.progress.iteration_seconds())
 
     def _record_offset(self) -> int:
         try:
@@ -469,7 +553,8 @@ class Supervisor:
         directory = self.config.get("textfile_dir")
         if directory and os.path.isdir(directory):
             self.incident.write_textfile(directory, "megatron_supervisor.prom",
-                                         self.incident.prometheus_text(self.history, self.config["job"], up=True))
+                                         self.incident.prometheus_text(self.history, self.config["job"], up=True,
+                                                                       goodput=self.goodput()))
 
     def saved_shape(self) -> Dict[str, Any]:
         spec = dict(self.config["spec"])
@@ -489,13 +574,23 @@ class Supervisor:
             alerts, self.alerts = self.alerts, []
         clock = self.clock()
         obs = observe(self.config, self.shell, self.progress, alerts, clock, self.log_offset, self.nodes, self.run)
-        if self.pending_resume and self.progress.iteration is not None \
-                and self.progress.iteration > (self.pending_resume.get("step") or 0):
+        pending = self.pending_resume
+        if pending and not pending.get("resumed") and self.progress.iteration is not None:
+            # Any iteration counts as the job coming back; whether it is the right one is the check's.
             self.incident.append(self.config["incident_file"], {
                 "event": self.incident.RESUMED, "at": now_iso(), "iteration": self.progress.iteration,
-                "seconds": round(clock - self.pending_resume["clock"], 1)})
+                "seconds": round(clock - pending["clock"], 1)})
             self.history = self.incident.read(self.config["incident_file"])[0]
-            self.pending_resume = None
+            pending["resumed"] = True
+        if pending and pending.get("resumed"):
+            verdict = self.resume.judge(pending["before"], self.progress.losses, pending["step"], self.policy)
+            if verdict["verdict"] == self.resume.FAILED:
+                return self.resume_failed(verdict, clock)
+            if verdict["verdict"] == self.resume.OK:
+                self.incident.append(self.config["incident_file"], {
+                    "event": self.incident.RESUME_CHECKED, "at": now_iso(), "check": verdict})
+                self.history = self.incident.read(self.config["incident_file"])[0]
+                self.pending_resume = None
         fault = self.heal.classify(obs)
         self.write_metrics()
         if fault is None:
@@ -514,10 +609,16 @@ class Supervisor:
         last_iteration = self.progress.iteration
         if fault["kind"] == heal.TRANSIENT:
             bad = culprits(self.config, self.shell, reachable)
-            if bad:
-                fault = dict(fault, kind=heal.NODE, nodes=sorted(bad),
-                             evidence=fault["evidence"] + "; " + "; ".join("%s: %s" % kv for kv in sorted(bad.items())))
+            gpu = gpu_faults(self.config, self.shell, [n for n in reachable if n not in bad])
+            if bad or gpu:
+                fault = heal.classify(dict(obs, bad_nodes=bad, gpu_faults=gpu)) or fault
         decision = heal.decide(fault, self.history, self.policy, self.nodes, self.spares)
+        if decision["action"] == heal.RESET:
+            failed = reset_gpus(self.config, fault["nodes"], self.run)
+            if failed:
+                fault = dict(fault, kind=heal.NODE, nodes=sorted(failed), evidence=fault["evidence"] + "; " + "; ".join(
+                    "%s: %s" % kv for kv in sorted(failed.items())))
+                decision = heal.decide(fault, self.history, self.policy, self.nodes, self.spares)
         converted = None
         resumed_step = None
         overrides: Dict[str, Any] = {}
@@ -553,19 +654,84 @@ class Supervisor:
         elif decision["action"] != heal.STOP:
             self.nodes = list(decision["nodes"])
         record = self.incident.make_record(now_iso(), fault, decision, last_iteration, resumed_step, converted)
-        self.incident.append(self.config["incident_file"], record)
-        self.history.append(record)
-        if decision["action"] == heal.STOP:
-            self.stopped = True
-            self.write_metrics()
+        if self.record_decision(record, decision):
             return record
         if decision.get("wait_s"):
             self.sleep(float(decision["wait_s"]))
-        self.relaunch(overrides, resumed_step, clock)
+        self.relaunch(overrides, resumed_step, clock, before_losses=dict(self.progress.losses), saved_shape=before)
         self.write_metrics()
         return record
 
-    def relaunch(self, overrides: Dict[str, Any], resumed_step: Optional[int], clock: float) -> None:
+    def record_decision(self, record: Dict[str, Any], decision: Mapping[str, Any]) -> bool:
+        """Append the incident record and keep it; True when the decision stops the supervisor
+        (then the metrics are written for the last time and nothing is relaunched)."""
+        # The ledger's figures: how long the fault went unseen, and what an iteration costs.
+        if self.progress.at is not None and "seconds_to_detect" not in record:
+            record["seconds_to_detect"] = round(max(0.0, self.clock() - self.progress.at), 1)
+        step = self.progress.iteration_seconds()
+        if step is not None and "iteration_seconds" not in record:
+            record["iteration_seconds"] = round(step, 3)
+        self.incident.append(self.config["incident_file"], record)
+        self.history.append(record)
+        if decision["action"] != self.heal.STOP:
+            return False
+        self.stopped = True
+        self.write_metrics()
+        return True
+
+    def resume_failed(self, verdict: Mapping[str, Any], clock: float) -> Dict[str, Any]:
+        """A relaunch whose first iterations do not continue the run: stop it, keep every tag (the
+        one that resumed wrongly too, for a post-mortem), and fall back once to the complete tag
+        before it; a second failure stops the job."""
+        heal = self.heal
+        pending = dict(self.pending_resume or {})
+        self.pending_resume = None
+        stop_ranks(self.config, self.shell, list(self.nodes), self.sleep, self.run)
+        read_log(self.config, self.progress, self.log_offset, clock)
+        step = pending.get("step")
+        fault = {"fault": heal.RESUME_FAILED, "kind": "resume", "nodes": [], "evidence": verdict["reason"]}
+        done = sum(1 for h in self.history if h.get("fault") == heal.RESUME_FAILED and h.get("action") == heal.FALL_BACK)
+        decision: Dict[str, Any] = {"action": heal.STOP, "nodes": list(self.nodes), "reason": ""}
+        choice: Dict[str, Any] = {"tag": None, "step": None}
+        if done < int(self.policy["max_resume_fallbacks"]) and step is not None:
+            saved = pending.get("saved_shape") or self.saved_shape()
+            choice = choose_checkpoint(self.config, saved, step)
+        converted = None
+        if choice.get("tag") is None:
+            decision["reason"] = (
+                "the resume from global_step%s failed its check %s; %s: stop and alert, every tag kept" % (
+                    step, "again" if done else "",
+                    "fallbacks used up (max_resume_fallbacks %s)" % self.policy["max_resume_fallbacks"] if done
+                    else "no complete tag before it"))
+        else:
+            decision.update(action=heal.FALL_BACK, reason=(
+                "the resume from global_step%s failed its check: fall back to %s (global_step%s kept for inspection; "
+                "fallback %d of %s)" % (step, choice["tag"], step, done + 1, self.policy["max_resume_fallbacks"])))
+            saved = pending.get("saved_shape")
+            why = heal.conversion_needed(saved, self.saved_shape()) if saved else None
+            if why:
+                proc = self.run(heal.universal_command(self.config["python"], self.config["checkpoint_dir"], choice["tag"],
+                                                       bool(self.config.get("inject_missing_state", True))),
+                                capture_output=True, text=True, check=False)
+                if proc.returncode != 0:
+                    decision.update(action=heal.STOP, reason="%s; %s, and ds_to_universal failed: %s" % (
+                        decision["reason"], why, (proc.stdout + proc.stderr).strip()[-300:]))
+                else:
+                    converted = choice["tag"] + "_universal"
+                    self.universal = True
+        record = self.incident.make_record(now_iso(), fault, decision, self.progress.iteration, choice.get("step"),
+                                           converted)
+        record["resume_check"] = dict(verdict)
+        if self.record_decision(record, decision):
+            return record
+        self.relaunch(dict(pending.get("overrides") or {}), choice["step"], clock,
+                      before_losses=pending.get("before") or {}, saved_shape=pending.get("saved_shape"))
+        self.write_metrics()
+        return record
+
+    def relaunch(self, overrides: Dict[str, Any], resumed_step: Optional[int], clock: float,
+                 before_losses: Optional[Mapping[int, float]] = None,
+                 saved_shape: Optional[Mapping[str, Any]] = None) -> None:
         """train.yml again, on the nodes kept: the validation and preflight gate, the job files,
         the launch. --universal-checkpoint rides along only for the first launch after a conversion
         (later saves are ordinary tags again, read through `latest`)."""
@@ -588,7 +754,10 @@ class Supervisor:
                         capture_output=True, text=True, check=False)
         self.log_offset = self._record_offset()
         self.progress = Progress()
-        self.pending_resume = {"step": resumed_step, "clock": clock}
+        # What the checked resume compares with: the losses the interrupted run logged, and what
+        # a fallback needs (the shape the tags were saved with, the relaunch's overrides).
+        self.pending_resume = {"step": resumed_step, "clock": clock, "before": dict(before_losses or {}),
+                               "saved_shape": dict(saved_shape or {}), "overrides": dict(overrides)}
         if proc.returncode != 0:
             record = {"at": now_iso(), "fault": "relaunch_failed", "kind": "node", "nodes": [], "action": self.heal.STOP,
                       "reason": "the relaunch command failed (rc %d): %s" % (proc.returncode, (proc.stdout + proc.stderr)[-400:]),
@@ -601,11 +770,36 @@ class Supervisor:
 # ------------------------------------------------------------------------------------------------
 # Alertmanager webhook
 # ------------------------------------------------------------------------------------------------
-def serve_webhook(supervisor: Supervisor, host: str, port: int, wake: threading.Event) -> HTTPServer:
+def read_token(path: Optional[str]) -> Optional[str]:
+    """The webhook's shared token (the role writes it once, mode 0600); None without a path."""
+    if not path:
+        return None
+    with open(path) as handle:
+        token = handle.read().strip()
+    if not token:
+        raise SystemExit("megatron-supervisor: the webhook token file %s is empty; re-run supervise.yml" % path)
+    return token
+
+
+def serve_webhook(supervisor: Supervisor, host: str, port: int, wake: threading.Event,
+                  token: Optional[str] = None) -> HTTPServer:
+    """Alertmanager's webhook on host:port. With ``token`` a request must carry
+    ``Authorization: Bearer <token>`` (Alertmanager's http_config.authorization), even on
+    loopback, where any local user could otherwise post a forged alert; one without it gets 401
+    and nothing is acted on."""
+    expected = ("Bearer " + token).encode() if token else None
+
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802 - http.server's name
             if self.path.rstrip("/") != "/alerts":
                 self.send_error(404, "POST Alertmanager's webhook to /alerts")
+                return
+            if expected is not None and not hmac.compare_digest(
+                    (self.headers.get("Authorization") or "").encode(), expected):
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", 'Bearer realm="megatron-supervisor"')
+                self.end_headers()
+                self.wfile.write(b"a bearer token is required\n")
                 return
             length = int(self.headers.get("Content-Length") or 0)
             try:
@@ -640,7 +834,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     supervisor = Supervisor(config)
     wake = threading.Event()
     if config.get("listen_port") and not args.once:
-        serve_webhook(supervisor, config.get("listen_address", "127.0.0.1"), int(config["listen_port"]), wake)
+        serve_webhook(supervisor, config.get("listen_address", "127.0.0.1"), int(config["listen_port"]), wake,
+                      read_token(config.get("webhook_token_file")))
     while True:
         record = supervisor.poll()
         if record is not None:

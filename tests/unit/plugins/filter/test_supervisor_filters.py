@@ -52,3 +52,12 @@ def test_heal_replan_passes_the_gpu_memory(memory_mib, ok):
     got = heal_replan(spec, 2, 2, memory_mib)
     assert got["ok"] is ok, got["reason"]
     assert ("memory per GPU" in got["reason"]) is (memory_mib is not None and ok)
+
+
+def test_incident_summary_carries_the_goodput_ledger():
+    text = "\n".join(['{"event": "watching", "epoch": 1000.0}',
+                      '{"fault": "rank_exit", "action": "retry", "seconds_to_detect": 5, "iterations_lost": 0}',
+                      '{"event": "resumed", "seconds": 45}'])
+    got = incident_summary(text, now=1500.0)
+    assert got["incidents"] == 1 and got["goodput"]["ettr"] == 0.9 and got["goodput"]["wall_s"] == 500.0
+    assert incident_summary('{"fault": "x", "action": "retry"}')["goodput"] is None  # an older file

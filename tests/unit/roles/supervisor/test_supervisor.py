@@ -233,7 +233,9 @@ def test_retries_exhausted_stops_and_alerts(tmp_path):
 
 
 def test_stall_with_a_stopped_rank_blames_its_node(tmp_path):
-    config = _setup(tmp_path, ["5.0"] * 3, [(2, False)], policy={"stall_min": 60, "save_allowance": 0})
+    # The relaunch re-reads the same log (no new launch): the checked resume is off here.
+    config = _setup(tmp_path, ["5.0"] * 3, [(2, False)],
+                    policy={"stall_min": 60, "save_allowance": 0, "resume_check_points": 0})
     shell, run = FakeShell(dict(HEALTHY, node2=["Sl", "Tl"])), FakeRun()
     supervisor = sup.Supervisor(config, shell=shell, run=run, sleep=lambda s: None, clock=lambda: 0.0)
     assert supervisor.poll() is None  # progress seen at t=0
@@ -280,7 +282,7 @@ def test_fill(argv, values, expected):
 
 
 def test_excluded_node_is_not_watched_and_a_restart_keeps_the_nodes(tmp_path):
-    config = _setup(tmp_path, ["5.0"] * 14, [(10, False)])
+    config = _setup(tmp_path, ["5.0"] * 14, [(10, False)], policy={"resume_check_points": 0})
     shell, run = FakeShell(dict(HEALTHY, node3=None)), FakeRun()
     supervisor, record = _poll(config, shell, run)[:2]
     assert record["action"] == "exclude"
@@ -360,3 +362,221 @@ def test_slurm_backend_rank_exit_cancels_the_job_and_pins_the_relaunch(tmp_path)
     assert 2.0 in sleeps
     assert _overrides(config) == {"megatron_launch_backend": "slurm", "megatron_launch_slurm_pin_nodes": True}
     assert run.calls[-1][0] == "ansible-playbook"
+
+
+# ------------------------------------------------------------------------------------------------
+# The checked resume (_heal.resume): after a relaunch, the first iterations must continue the run
+# ------------------------------------------------------------------------------------------------
+def _losses(steps, start=6.0, slope=-0.05):
+    return ["%.4f" % (start + slope * i + (0.01 if i % 2 else -0.01)) for i in steps]
+
+
+class RelaunchRun(FakeRun):
+    """train.yml as the supervisor sees it: each relaunch records a new log offset and its job logs
+    the next entry of ``logs`` ((steps, losses)) there."""
+
+    def __init__(self, config: Dict[str, Any], logs: List[tuple]) -> None:
+        super().__init__()
+        self.config, self.logs = config, list(logs)
+
+    def __call__(self, argv: List[str], **kwargs: Any) -> subprocess.CompletedProcess:
+        if argv and argv[0] == "ansible-playbook" and self.logs:
+            steps, losses = self.logs.pop(0)
+            log = pathlib.Path(self.config["log_file"])
+            offset = log.stat().st_size
+            with log.open("a") as handle:
+                handle.write("=== megatron_launch 2026-12-01T06:10:00Z: start burnin_gpt.py /w/burnin.sh\n")
+                for step, loss in zip(steps, losses):
+                    handle.write("BURNIN step=%d loss=%s step_time=0.500s tokens_per_s_per_rank=100.0\n" % (step, loss))
+            pathlib.Path(self.config["record_file"]).write_text(json.dumps({"log_offset": offset}))
+        return super().__call__(argv, **kwargs)
+
+
+def _retry_then(tmp_path, *logs, tags=((5, False), (10, False))):
+    """A rank exit at iteration 14 (tag 10), retried; each relaunched job logs the next of ``logs``."""
+    config = _setup(tmp_path, _losses(range(1, 15)), list(tags))
+    shell, run = FakeShell(dict(HEALTHY, node2=["Sl"])), RelaunchRun(config, list(logs))
+    supervisor = sup.Supervisor(config, shell=shell, run=run, sleep=lambda s: None, clock=lambda: 100.0)
+    first = supervisor.poll()
+    assert (first["action"], first["resumed_step"]) == ("retry", 10)
+    supervisor.shell = FakeShell(HEALTHY)
+    return config, supervisor, run
+
+
+def test_a_resume_that_continues_the_run_is_checked_and_recorded(tmp_path):
+    config, supervisor, run = _retry_then(tmp_path, ([11, 12, 13], _losses([11, 12, 13])))
+    assert supervisor.poll() is None
+    records = sup_incident().read(config["incident_file"])[0]
+    assert records[-1]["resumed_iteration"] == 13
+    check = records[-1]["resume_check"]
+    assert check["verdict"] == "ok" and [r["source"] for r in check["compared"]] == ["same_iteration"] * 3
+    assert supervisor.pending_resume is None and len(run.calls) == 1
+
+
+def test_a_resume_still_short_of_points_waits(tmp_path):
+    config, supervisor, run = _retry_then(tmp_path, ([11], _losses([11])))
+    assert supervisor.poll() is None and supervisor.pending_resume is not None
+    assert "resume_check" not in sup_incident().read(config["incident_file"])[0][-1]
+
+
+@pytest.mark.parametrize("steps, losses, words", [
+    ([1, 2, 3], ["10.8000", "10.7000", "10.6000"], "did not load it"),          # from scratch
+    ([11, 12, 13], _losses([11, 12, 13], start=6.6), "does not continue the run"),  # optimizer state dropped
+])
+def test_a_resume_that_does_not_continue_falls_back_once_then_stops(tmp_path, steps, losses, words):
+    scratch = ([1, 2, 3], ["10.8000", "10.7000", "10.6000"])
+    config, supervisor, run = _retry_then(tmp_path, (steps, losses), scratch)
+    record = supervisor.poll()
+    assert (record["fault"], record["kind"], record["action"], record["resumed_step"]) == (
+        "resume_failed", "resume", "fallback", 5)
+    assert words in record["evidence"] and record["resume_check"]["verdict"] == "failed"
+    assert "global_step10 kept" in record["reason"]
+    assert (tmp_path / "ckpt" / "latest").read_text() == "global_step5"
+    assert (tmp_path / "ckpt" / "global_step10").is_dir()  # both tags kept
+    assert [c[0] for c in run.calls] == ["ansible-playbook", "ansible-playbook"]
+    # the fallback's relaunch is checked against the same interrupted run: it fails again
+    again = supervisor.poll()
+    assert (again["fault"], again["action"]) == ("resume_failed", "stop")
+    assert "fallbacks used up" in again["reason"]
+    assert supervisor.stopped and len(run.calls) == 2
+    assert 'megatron_supervisor_stopped{job="sim-gpt"} 1' in (tmp_path / "textfile" / "megatron_supervisor.prom").read_text()
+
+
+def test_a_failed_resume_with_no_older_tag_stops(tmp_path):
+    config, supervisor, run = _retry_then(tmp_path, ([1, 2, 3], ["10.8", "10.7", "10.6"]), tags=((10, False),))
+    record = supervisor.poll()
+    assert (record["fault"], record["action"]) == ("resume_failed", "stop")
+    assert "no complete tag before it" in record["reason"] and len(run.calls) == 1
+
+
+# ------------------------------------------------------------------------------------------------
+# GPU faults in the culprit check: the library's probe over ssh (_heal.gpu_faults)
+# ------------------------------------------------------------------------------------------------
+class GpuShell(FakeShell):
+    """ssh answers, and the GPU probe's JSON line per node."""
+
+    def __init__(self, ranks: Dict[str, Optional[List[str]]], probe: Dict[str, dict]) -> None:
+        super().__init__(ranks)
+        self.probe = probe
+
+    def run(self, node: str, command: str) -> subprocess.CompletedProcess:
+        if sup.GPU_PROBE_MODULE in command:
+            self.commands.append((node, command))
+            verdict = self.probe.get(node, {"tier": "none", "reasons": []})
+            return subprocess.CompletedProcess([], 0, json.dumps(verdict) + "\n", "")
+        return super().run(node, command)
+
+
+XID79 = {"tier": "exclude", "reasons": [
+    {"gpu": "GPU 1", "what": "Xid 79 ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS (RESTART_BM)", "tier": "exclude",
+     "found": "1 time(s) in the kernel log"}]}
+XID95 = {"tier": "reset", "reasons": [
+    {"gpu": "GPU 0", "what": "Xid 95 ROBUST_CHANNEL_UNCONTAINED_ERROR (RESET_GPU)", "tier": "reset",
+     "found": "1 time(s) in the kernel log"}]}
+
+
+def test_a_gpu_fallen_off_the_bus_excludes_its_node(tmp_path):
+    config = _setup(tmp_path, ["5.0"] * 14, [(10, False)])
+    shell, run = GpuShell(dict(HEALTHY, node2=["Sl"]), {"node3": XID79}), FakeRun()
+    record = _poll(config, shell, run)[1]
+    assert (record["fault"], record["kind"], record["action"], record["removed"]) == (
+        "rank_exited", "node", "exclude", ["node3"])
+    assert "node3: GPU fault: exclude: GPU 1 Xid 79" in record["evidence"]
+    probe = [c for n, c in shell.commands if sup.GPU_PROBE_MODULE in c]
+    assert len(probe) == 3 and probe[0].startswith("PYTHONPATH=")
+
+
+class ResetRun(FakeRun):
+    """rc for the GPU reset command, 0 for everything else (conversion, relaunch)."""
+
+    def __init__(self, reset_rc: int) -> None:
+        super().__init__()
+        self.reset_rc = reset_rc
+
+    def __call__(self, argv: List[str], **kwargs: Any) -> subprocess.CompletedProcess:
+        self.calls.append(list(argv))
+        return subprocess.CompletedProcess(argv, self.reset_rc if "nvidia-smi" in argv else 0, "", "")
+
+
+@pytest.mark.parametrize("reset_command, rc, action, removed", [
+    (["ssh", "root@{node}", "nvidia-smi", "-r"], 0, "reset", []),   # reset, then the same nodes
+    (["ssh", "root@{node}", "nvidia-smi", "-r"], 3, "exclude", ["node1"]),  # the reset failed
+    ([], 0, "exclude", ["node1"]),                                   # no way to reset: a node fault
+])
+def test_a_gpu_to_reset_is_reset_then_retried(tmp_path, reset_command, rc, action, removed):
+    config = _setup(tmp_path, ["5.0"] * 14, [(10, False)])
+    config["gpu_reset_command"] = reset_command
+    shell, run = GpuShell(dict(HEALTHY, node2=["Sl"]), {"node1": XID95}), ResetRun(rc)
+    record = _poll(config, shell, run)[1]
+    assert (record["action"], record["removed"]) == (action, removed)
+    if reset_command:
+        assert run.calls[0] == ["ssh", "root@node1", "nvidia-smi", "-r"]
+    if action == "reset":
+        assert list(_inventory(config)["all"]["children"]["megatron_nodes"]["hosts"]) == NODES
+
+
+def test_the_gpu_probe_can_be_turned_off(tmp_path):
+    config = _setup(tmp_path, ["5.0"] * 14, [(10, False)])
+    config["gpu_probe"] = False
+    shell, run = GpuShell(dict(HEALTHY, node2=["Sl"]), {"node3": XID79}), FakeRun()
+    record = _poll(config, shell, run)[1]
+    assert (record["kind"], record["action"]) == ("transient", "retry")
+    assert not [c for n, c in shell.commands if sup.GPU_PROBE_MODULE in c]
+
+
+FIRING = {"alerts": [{"status": "firing", "labels": {"alertname": "MegatronNodeDown", "instance": "node3:9100"}}]}
+
+
+@pytest.mark.parametrize("token, header, status, acted", [
+    ("s3cret", None, 401, False),                    # no token: refused, nothing acted on
+    ("s3cret", "Bearer wrong", 401, False),          # a forged one
+    ("s3cret", "s3cret", 401, False),                # the token without the scheme
+    ("s3cret", "Bearer s3cret", 200, True),          # Alertmanager with its credentials_file
+    (None, None, 200, True),                         # no token configured (supervisor_webhook_token_file: "")
+])
+def test_webhook_requires_the_shared_token(tmp_path, token, header, status, acted):
+    import threading
+    import urllib.error
+    import urllib.request
+
+    config = _setup(tmp_path, [], [])
+    supervisor = sup.Supervisor(config, shell=FakeShell(HEALTHY), run=FakeRun())
+    wake = threading.Event()
+    server = sup.serve_webhook(supervisor, "127.0.0.1", 0, wake, token)
+    try:
+        request = urllib.request.Request("http://127.0.0.1:%d/alerts" % server.server_address[1],
+                                         data=json.dumps(FIRING).encode(), method="POST")
+        if header:
+            request.add_header("Authorization", header)
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                got = response.status
+        except urllib.error.HTTPError as error:
+            got = error.code
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert got == status
+    assert bool(supervisor.alerts) is acted and wake.is_set() is acted
+
+
+@pytest.mark.parametrize("content, error", [("abc\n", None), ("\n", "is empty")])
+def test_read_token(tmp_path, content, error):
+    path = tmp_path / "token"
+    path.write_text(content)
+    if error:
+        with pytest.raises(SystemExit, match=error):
+            sup.read_token(str(path))
+    else:
+        assert sup.read_token(str(path)) == "abc"
+    assert sup.read_token(None) is None
+
+
+def test_the_ledger_starts_once_and_survives_a_restart(tmp_path):
+    config = _setup(tmp_path, [], [])
+    first = sup.Supervisor(config, shell=FakeShell(HEALTHY), run=FakeRun())
+    again = sup.Supervisor(config, shell=FakeShell(HEALTHY), run=FakeRun())
+    lines = pathlib.Path(config["incident_file"]).read_text().splitlines()
+    assert [json.loads(line)["event"] for line in lines] == ["watching"]
+    assert again.watching_since == first.watching_since
+    assert first.goodput()["ettr"] == 1.0 and first.goodput()["incidents"] == 0

@@ -82,3 +82,44 @@ def test_write_textfile_is_atomic_and_readable(tmp_path):
     assert os.listdir(str(tmp_path)) == ["megatron_supervisor.prom"]
     assert (tmp_path / "megatron_supervisor.prom").read_text() == "a 2\n"
     assert oct(os.stat(str(tmp_path / "megatron_supervisor.prom")).st_mode & 0o777) == "0o644"
+
+
+def _rec(**over):
+    rec = {"fault": "rank_exit", "action": "retry", "iterations_lost": 0}
+    rec.update(over)
+    return rec
+
+
+@pytest.mark.parametrize("records, wall, step, expected", [
+    # No incident: everything productive.
+    ([], 1000.0, None, {"ettr": 1.0, "downtime_s": 0.0, "lost_work_s": 0.0, "productive_s": 1000.0}),
+    # One incident: 20 s unseen, 80 s to the first new iteration, 5 iterations of 2 s trained again.
+    ([_rec(seconds_to_detect=20, seconds_to_resume=80, iterations_lost=5, iteration_seconds=2.0)], 1000.0, None,
+     {"ettr": 0.89, "downtime_s": 100.0, "lost_work_s": 10.0, "productive_s": 890.0,
+      "mean_seconds_to_detect": 20.0, "mean_seconds_to_resume": 80.0}),
+    # The job's measured iteration time wins over the record's; a stop without resume adds only detection.
+    ([_rec(seconds_to_detect=10, iterations_lost=4, iteration_seconds=9.0), _rec(action="stop", seconds_to_detect=30)],
+     400.0, 5.0, {"ettr": 0.85, "downtime_s": 40.0, "lost_work_s": 20.0, "iterations_lost": 4,
+                  "mean_seconds_to_resume": None}),
+    # Down longer than the wall time (clocks): never below zero.
+    ([_rec(seconds_to_resume=500)], 100.0, None, {"ettr": 0.0, "productive_s": 0.0}),
+])
+def test_goodput_ledger(records, wall, step, expected):
+    got = _incident.ledger(records, wall, step)
+    assert {key: got[key] for key in expected} == expected
+
+
+def test_goodput_needs_a_wall_time_and_the_watching_event_is_not_an_incident():
+    assert _incident.ledger([], None) is None and _incident.ledger([], 0) is None
+    lines = ['{"event": "watching", "at": "t0", "epoch": 1000.0}', '{"fault": "rank_exit", "action": "retry"}',
+             '{"event": "resumed", "at": "t1", "seconds": 42}', '{"event": "watching", "epoch": 5.0}']
+    records, bad = _incident.parse(lines)
+    assert bad == 0 and len(records) == 1 and records[0]["seconds_to_resume"] == 42
+    assert _incident.watching_since(lines) == 1000.0 and _incident.watching_since(["not json"]) is None
+
+
+def test_goodput_metrics():
+    text = _incident.prometheus_text([], "gpt", goodput=_incident.ledger([], 600.0))
+    assert 'megatron_supervisor_ettr{job="gpt"} 1.0' in text
+    assert 'megatron_supervisor_wall_seconds{job="gpt"} 600.0' in text
+    assert "ettr" not in _incident.prometheus_text([], "gpt")

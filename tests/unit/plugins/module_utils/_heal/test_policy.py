@@ -80,6 +80,17 @@ def test_stall_timeout(times, overrides, expected):
     ({"stalled_for": 400, "stall_timeout": 320, "stopped_ranks": {"node2": 1, "node1": 0}}, "stall", TRANSIENT, ["node2"]),
     ({"save_failed": "OSError: [Errno 28] No space left on device"}, "save_failed", TRANSIENT, []),
     ({"bad_nodes": {"node1": "Xid 79"}}, "rank_exited", NODE, ["node1"]),
+    # GPU faults (_heal.gpu_faults tiers): exclude is a bad node, reset a gpu_reset fault, retry a
+    # suspect; record adds evidence only
+    ({"exited": {"*": 1}, "gpu_faults": {"node2": {"tier": "exclude", "evidence": "exclude: GPU 3 Xid 79"}}},
+     "rank_exited", NODE, ["node2"]),
+    ({"exited": {"*": 1}, "gpu_faults": {"node1": {"tier": "reset", "evidence": "reset: GPU 0 Xid 95"}}},
+     "rank_exited", _heal.GPU_RESET, ["node1"]),
+    ({"exited": {"*": 1}, "gpu_faults": {"node1": {"tier": "retry", "evidence": "retry: GPU 0 Xid 13"}}},
+     "rank_exited", TRANSIENT, ["node1"]),
+    ({"exited": {"*": 1}, "gpu_faults": {"node1": {"tier": "record", "evidence": "record: GPU 0 Xid 63"}}},
+     "rank_exited", TRANSIENT, []),
+    ({"gpu_faults": {"node1": {"tier": "record", "evidence": "record: GPU 0 Xid 63"}}}, None, None, None),
 ])
 def test_classify(observation, fault, kind, nodes):
     got = _heal.classify(observation)
@@ -103,6 +114,7 @@ TRANSIENT_N2 = {"fault": "rank_exited", "kind": TRANSIENT, "nodes": ["node2"]}
 TRANSIENT_ANY = {"fault": "stall", "kind": TRANSIENT, "nodes": []}
 NODE_N3 = {"fault": "node_unreachable", "kind": NODE, "nodes": ["node3"]}
 NAN = {"fault": "nonfinite_loss", "kind": ROLLBACK, "nodes": [], "iteration": 12}
+GPU_RESET_N2 = {"fault": "rank_exited", "kind": "gpu_reset", "nodes": ["node2"]}
 
 
 @pytest.mark.parametrize("fault, history, spares, pol, action, nodes, wait", [
@@ -128,6 +140,11 @@ NAN = {"fault": "nonfinite_loss", "kind": ROLLBACK, "nodes": [], "iteration": 12
     (NAN, [{"action": ROLL_BACK}], [], {}, ROLL_BACK, NODES, 0.0),
     (NAN, [{"action": ROLL_BACK}] * 2, [], {}, STOP, NODES, 0.0),
     ({"fault": "x", "kind": "strange", "nodes": []}, [], [], {}, STOP, NODES, 0.0),
+    # a GPU to reset: reset and retry on the same nodes, once per node (max_gpu_resets), then a node fault
+    (GPU_RESET_N2, [], [], {}, _heal.RESET, NODES, 0.0),
+    (GPU_RESET_N2, [{"action": _heal.RESET, "nodes": ["node1"]}], [], {}, _heal.RESET, NODES, 0.0),
+    (GPU_RESET_N2, [{"action": _heal.RESET, "nodes": ["node2"]}], [], {}, EXCLUDE, ["node1", "node3"], 0.0),
+    (GPU_RESET_N2, [{"action": _heal.RESET, "nodes": ["node2"]}], ["spare1"], {}, REPLACE, ["node1", "spare1", "node3"], 0.0),
 ])
 def test_decide(fault, history, spares, pol, action, nodes, wait):
     got = _heal.decide(fault, history, _heal.policy(pol), NODES, spares)

@@ -1,0 +1,91 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, megatron_ds.cluster developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""_heal.resume: the checked resume's verdict on the first iterations after a relaunch."""
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._heal import policy as _heal
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._heal import resume
+
+POLICY = _heal.policy()
+
+
+def trend(iterations, start=6.0, slope=-0.05, wobble=0.01):
+    """A falling loss with a small alternating wobble (the run's noise)."""
+    return {i: round(start + slope * i + (wobble if i % 2 else -wobble), 4) for i in iterations}
+
+
+BEFORE = trend(range(1, 15))  # the interrupted run logged 1..14; the tag resumed from is 10
+
+
+@pytest.mark.parametrize("case, after, step, verdict, words", [
+    ("continues, same iterations", {i: BEFORE[i] for i in (11, 12, 13)}, 10, "ok", "continue the run"),
+    ("continues, small drift", {i: BEFORE[i] + 0.02 for i in (11, 12, 13)}, 10, "ok", "within"),
+    ("past the interrupted run: the trend", trend(range(15, 18)), 14, "ok", "continue the run"),
+    ("from scratch", trend(range(1, 4), start=10.8), 10, "failed", "did not load it"),
+    ("a later tag", {i: BEFORE[i] for i in (13, 14)}, 10, "failed", "a later tag"),
+    ("dropped optimizer state", {11: BEFORE[11] + 0.6, 12: BEFORE[12] + 0.4, 13: BEFORE[13] + 0.2}, 10,
+     "failed", "iteration 11 is"),
+    ("one point so far", {11: BEFORE[11]}, 10, "pending", "1 of 3"),
+    ("nothing yet", {}, 10, "pending", "no iteration"),
+    ("too little before the tag", {2: 5.9, 3: 5.85, 4: 5.8}, 1, "ok", "only the iteration was checked"),
+])
+def test_judge(case, after, step, verdict, words):
+    got = resume.judge(BEFORE, after, step, POLICY)
+    assert got["verdict"] == verdict, (case, got)
+    assert words in got["reason"], (case, got["reason"])
+
+
+EARLY = {1: 6.2555, 2: 6.2478, 3: 6.0101, 4: 5.5656, 5: 5.2818}  # a fault at iteration 5, the tag at 3
+AT_THE_TAG = {i: EARLY[i] for i in (1, 2, 3)}  # a fault right after the tag at 3
+
+
+@pytest.mark.parametrize("before, after, verdict, words", [
+    # tests/chaos: a healthy resume right after an early fault failed against a 3-point line.
+    (EARLY, {4: 5.5656, 5: 5.2818, 6: 5.3068}, "ok", "iterations 4, 5 continue the run"),
+    # The iterations the run logged still catch a dropped optimizer state.
+    (EARLY, {4: 5.5656 + 0.6, 5: 5.2818 + 0.4, 6: 5.3068}, "failed", "iteration 4 is"),
+    # Nothing the run logged after the tag to compare with: only the iteration.
+    (AT_THE_TAG, {4: 5.6, 5: 5.3, 6: 5.3}, "ok", "fewer than 4): only the iteration was checked"),
+])
+def test_a_short_run_before_the_tag_is_judged_by_its_own_iterations_only(before, after, verdict, words):
+    got = resume.judge(before, after, 3, POLICY)
+    assert got["verdict"] == verdict and words in got["reason"], got
+    assert all(row.get("judged", True) is (row["source"] == "same_iteration") for row in got["compared"])
+
+
+def test_judge_compares_like_with_like():
+    got = resume.judge(BEFORE, {11: BEFORE[11], 12: BEFORE[12], 15: 5.25}, 10, POLICY)
+    assert [(r["iteration"], r["source"]) for r in got["compared"]] == [
+        (11, "same_iteration"), (12, "same_iteration"), (15, "trend")]
+    assert got["tolerance"] == pytest.approx(max(0.05, 4.0 * got["noise"]))
+
+
+@pytest.mark.parametrize("overrides, after, verdict", [
+    ({"resume_check_points": 0}, {}, "ok"),                                     # off
+    ({"resume_loss_floor": 1.0}, {11: BEFORE[11] + 0.6, 12: BEFORE[12], 13: BEFORE[13]}, "ok"),
+    ({"resume_check_points": 1}, {11: BEFORE[11]}, "ok"),
+])
+def test_judge_follows_the_policy(overrides, after, verdict):
+    assert resume.judge(BEFORE, after, 10, _heal.policy(overrides))["verdict"] == verdict
+
+
+@pytest.mark.parametrize("points, slope, intercept, rms", [
+    ({1: 1.0}, 0.0, 1.0, 0.0),
+    ({1: 1.0, 2: 2.0, 3: 3.0}, 1.0, 0.0, 0.0),
+    ({0: 0.0, 1: 2.0, 2: 0.0, 3: 2.0}, 0.4, 0.4, 0.8 ** 0.5),  # residuals -0.4, 1.2, -1.2, 0.4
+])
+def test_fit_line(points, slope, intercept, rms):
+    got = resume.fit_line(points)
+    assert got == pytest.approx((slope, intercept, rms), abs=1e-9)
+
+
+@pytest.mark.parametrize("points, interval", [({}, 1), ({5: 1.0}, 1), ({10: 1, 20: 1, 30: 1}, 10), ({1: 1, 3: 1, 4: 1}, 1)])
+def test_log_interval(points, interval):
+    assert resume.log_interval(points) == interval
+
+
+def test_non_finite_and_unreadable_points_are_left_out():
+    assert resume._points([(1, "nan"), (2, 1.5), ("x", 2.0), (3, float("inf"))]) == {2: 1.5}
