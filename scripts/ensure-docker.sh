@@ -6,6 +6,7 @@
 set -euo pipefail
 
 log() { printf 'ensure-docker: %s\n' "$*" >&2; }
+dockerd_log="${MEGATRON_DS_DOCKERD_LOG:-/var/log/dockerd.log}"
 
 # One setup at a time: .ci/run builds the node image in the background while the unit tests run,
 # and make test's own `image` step then waits here instead of installing or building twice.
@@ -39,8 +40,10 @@ if command -v systemctl >/dev/null 2>&1 && systemctl is-system-running >/dev/nul
   systemctl start docker
 else
   # Build machines and CI runners here have no systemd as PID 1.
-  log "starting dockerd in the background (log: /var/log/dockerd.log)"
-  nohup dockerd >/var/log/dockerd.log 2>&1 &
+  log "starting dockerd in the background (log: $dockerd_log)"
+  # 9>&-: the daemon must not inherit the setup lock's descriptor, or the lock stays held for
+  # as long as dockerd runs and the next setup step (the node image build) waits forever.
+  nohup dockerd >"$dockerd_log" 2>&1 9>&- &
 fi
 
 for _ in $(seq 1 60); do
@@ -50,5 +53,5 @@ for _ in $(seq 1 60); do
   fi
   sleep 1
 done
-log "dockerd did not answer within 60 s; see /var/log/dockerd.log"
+log "dockerd did not answer within 60 s; see $dockerd_log"
 exit 1
