@@ -7,6 +7,7 @@ because scrapes and rule evaluations run every 2 s in this scenario.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -24,11 +25,27 @@ INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 REPO = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 LOG = "/var/log/megatron/train.log"
 STALL_SECONDS = 40
+# node_exporter, Prometheus and Alertmanager speak HTTPS with the cluster CA's certificates and
+# want basic auth (roles/monitoring/tasks/web_auth.yml); the log exporter and TensorBoard speak HTTP.
+WEB_DIR = "/etc/megatron-monitoring"
+CA = f"{WEB_DIR}/tls/ca.crt"
+USER = "monitoring"
+# argv: url, method, user:password or '', CA file or '', JSON body or ''. Prints the status (an
+# HTTP error's too) then the body, or ERR when no HTTP answer came (refused, TLS failure).
 FETCH = (
-    "import sys, urllib.request\n"
+    "import base64, ssl, sys, urllib.error, urllib.request\n"
+    "url, method, auth, ca, data = sys.argv[1:6]\n"
+    "ctx = ssl.create_default_context(cafile=ca) if ca else None\n"
+    "req = urllib.request.Request(url, method=method, data=data.encode() if data else None)\n"
+    "if data:\n"
+    "    req.add_header('Content-Type', 'application/json')\n"
+    "if auth:\n"
+    "    req.add_header('Authorization', 'Basic ' + base64.b64encode(auth.encode()).decode())\n"
     "try:\n"
-    "    r = urllib.request.urlopen(sys.argv[1], timeout=5)\n"
+    "    r = urllib.request.urlopen(req, timeout=5, context=ctx)\n"
     "    print(r.status); sys.stdout.write(r.read().decode())\n"
+    "except urllib.error.HTTPError as e:\n"
+    "    print(e.code); sys.stdout.write(e.read().decode(errors='replace'))\n"
     "except OSError as e:\n"
     "    print('ERR', e)\n"
 )
@@ -56,16 +73,25 @@ def address(host) -> str:
     return host.check_output("hostname -I").split()[0]
 
 
-def fetch(host, url: str):
-    """(status or None, body) of a GET from inside the node."""
-    out = host.check_output("python3 -c %s %s", FETCH, url)
+@functools.lru_cache(maxsize=None)
+def credentials() -> str:
+    """user:password, the password as the role generated it on the head node."""
+    return USER + ":" + node(HEAD).check_output(f"cat {WEB_DIR}/web.password").strip()
+
+
+def fetch(host, url: str, auth=True, method: str = "GET", data: str = ""):
+    """(status or None, body) of a request from inside the node: with the monitoring user's
+    credentials (auth=True), none (False) or the given user:password; https URLs trust the CA."""
+    userpass = credentials() if auth is True else (auth or "")
+    ca = CA if url.startswith("https://") else ""
+    out = host.check_output("python3 -c %s %s %s %s %s %s", FETCH, url, method, userpass, ca, data)
     first, _newline, body = out.partition("\n")
     return (int(first) if first.isdigit() else None), body
 
 
 def api(path: str):
     head = node(HEAD)
-    status, body = fetch(head, f"http://{address(head)}:9090{path}")
+    status, body = fetch(head, f"https://{address(head)}:9090{path}")
     assert status == 200, f"Prometheus {path}: {body}"
     return json.loads(body)["data"]
 
@@ -97,10 +123,13 @@ def append(line: str) -> None:
 def test_node_exporter_listens_on_the_cluster_address_only(host):
     assert host.service("prometheus-node-exporter").is_running
     assert host.service("prometheus-node-exporter").is_enabled
-    status, body = fetch(host, f"http://{address(host)}:9100/metrics")
+    status, body = fetch(host, f"https://{address(host)}:9100/metrics")
     assert status == 200
     assert "node_memory_MemTotal_bytes" in body
-    assert fetch(host, "http://127.0.0.1:9100/metrics")[0] is None, "node_exporter answers on loopback"
+    assert fetch(host, "https://127.0.0.1:9100/metrics")[0] is None, "node_exporter answers on loopback"
+    # HTTPS only: a plain request gets Go's "HTTP request to an HTTPS server" (400), no metrics.
+    status, body = fetch(host, f"http://{address(host)}:9100/metrics", auth=False)
+    assert status != 200 and "node_memory_MemTotal_bytes" not in body
 
 
 def test_gpu_collector_says_there_is_no_nvidia_smi(host):
@@ -110,7 +139,7 @@ def test_gpu_collector_says_there_is_no_nvidia_smi(host):
     assert textfile.mode == 0o644
     assert 'megatron_gpu_collector_up{reason="nvidia_smi_missing",source=""} 0' in textfile.content_string
     # ...and node_exporter publishes it.
-    _status, body = fetch(host, f"http://{address(host)}:9100/metrics")
+    _status, body = fetch(host, f"https://{address(host)}:9100/metrics")
     assert 'megatron_gpu_collector_up{reason="nvidia_smi_missing",source=""} 0' in body
 
 
@@ -131,7 +160,7 @@ def test_prometheus_scrapes_every_node_and_the_log_exporter():
     targets = {t["labels"]["node"]: t["scrapeUrl"] for t in api("/api/v1/targets")["activeTargets"]
                if t["labels"]["job"] == "node"}
     for name in NODES:
-        assert targets[name] == f"http://{addrs[name]}:9100/metrics"
+        assert targets[name] == f"https://{addrs[name]}:9100/metrics"
     result = api("/api/v1/query?query=up%7Bjob%3D%22megatron_train%22%7D")["result"]
     assert [r["value"][1] for r in result] == ["1"]
 
@@ -153,14 +182,63 @@ def test_rules_are_valid_and_loaded_with_the_scenario_thresholds():
 
 def test_prometheus_and_alertmanager_listen_on_the_head_address_only():
     head = node(HEAD)
-    for port in (9090, 9093, 9701):
-        assert fetch(head, f"http://{address(head)}:{port}/")[0] in (200, 302), port
-        assert fetch(head, f"http://127.0.0.1:{port}/")[0] is None, f"port {port} answers on loopback"
+    for scheme, port in (("https", 9090), ("https", 9093), ("http", 9701)):
+        assert fetch(head, f"{scheme}://{address(head)}:{port}/")[0] in (200, 302), port
+        assert fetch(head, f"{scheme}://127.0.0.1:{port}/")[0] is None, f"port {port} answers on loopback"
     managers = api("/api/v1/alertmanagers")["activeAlertmanagers"]
-    assert [m["url"] for m in managers] == [f"http://{address(head)}:9093/api/v2/alerts"]
+    assert [m["url"] for m in managers] == [f"https://{address(head)}:9093/api/v2/alerts"]
     config = head.file("/etc/prometheus/alertmanager.yml")
     assert config.mode == 0o640
     assert "name: 'null'" in config.content_string or "name: null" in config.content_string
+
+
+@pytest.mark.parametrize("port, path", [(9090, "/api/v1/query?query=up"), (9093, "/api/v2/alerts"),
+                                        (9093, "/api/v2/silences"), (9100, "/metrics")])
+def test_requests_without_the_password_are_refused(port, path):
+    head = node(HEAD)
+    url = f"https://{address(head)}:{port}{path}"
+    assert fetch(head, url)[0] == 200
+    assert fetch(head, url, auth=False)[0] == 401
+    assert fetch(head, url, auth=USER + ":not-the-password")[0] == 401
+    assert fetch(head, url, auth="admin:" + credentials().split(":", 1)[1])[0] == 401
+
+
+def test_a_forged_silence_and_a_forged_alert_are_refused():
+    head = node(HEAD)
+    alertmanager = f"https://{address(head)}:9093/api/v2"
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    later = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
+    silence = json.dumps({"matchers": [{"name": "alertname", "value": "MegatronNodeDown", "isRegex": False}],
+                          "startsAt": now, "endsAt": later, "createdBy": "forger", "comment": "quiet, please"})
+    alert = json.dumps([{"labels": {"alertname": "MegatronNodeDown", "node": "node2", "forged": "yes"}}])
+    assert fetch(head, f"{alertmanager}/silences", auth=False, method="POST", data=silence)[0] == 401
+    assert fetch(head, f"{alertmanager}/alerts", auth=False, method="POST", data=alert)[0] == 401
+    # Nothing of either reached Alertmanager.
+    assert [s for s in json.loads(fetch(head, f"{alertmanager}/silences")[1]) if s["createdBy"] == "forger"] == []
+    assert [a for a in json.loads(fetch(head, f"{alertmanager}/alerts")[1]) if a["labels"].get("forged")] == []
+    # The same silence with the password is taken: the refusal was the missing password, not the body.
+    status, body = fetch(head, f"{alertmanager}/silences", method="POST", data=silence)
+    assert status == 200, body
+    assert fetch(head, f"{alertmanager}/silence/{json.loads(body)['silenceID']}", method="DELETE")[0] == 200
+
+
+def test_the_monitoring_secrets_stay_where_they_belong():
+    head = node(HEAD)
+    for path, mode, group in ((f"{WEB_DIR}/ca", 0o700, "root"), (f"{WEB_DIR}/ca/ca.key", 0o600, "root"),
+                              (f"{WEB_DIR}/web.password", 0o640, "prometheus"),
+                              (f"{WEB_DIR}/web.yml", 0o640, "prometheus"),
+                              (f"{WEB_DIR}/tls/node.key", 0o640, "prometheus")):
+        f = head.file(path)
+        assert f.exists and f.mode == mode and f.user == "root" and f.group == group, path
+    web = head.file(f"{WEB_DIR}/web.yml").content_string
+    assert head.file(f"{WEB_DIR}/web.password").content_string.strip() not in web, "the password itself is in web.yml"
+    for name in NODES[1:]:
+        other = node(name)
+        assert not other.file(f"{WEB_DIR}/ca").exists, f"{name} holds the CA"
+        assert not other.file(f"{WEB_DIR}/web.password").exists, f"{name} holds the password"
+        # Its own key (the https fetches of node_exporter check its certificate against the CA).
+        assert other.file(f"{WEB_DIR}/tls/node.key").mode == 0o640
+        assert "--web.config.file=" in other.file("/etc/default/prometheus-node-exporter").content_string
 
 
 def test_stalled_log_fires_the_stall_alert_and_a_new_iteration_clears_it():
