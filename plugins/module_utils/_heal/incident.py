@@ -23,6 +23,10 @@ import tempfile
 METRIC_PREFIX = "megatron_supervisor_"
 RESUMED = "resumed"
 RESUME_CHECKED = "resume_checked"
+# A supervisor restarted in the middle of a recovery (killed after it decided, before the relaunch
+# was done) finished it: ``how`` is "relaunched" (it launched the job itself) or "adopted" (the
+# killed one had launched it already).
+RECOVERY_FINISHED = "recovery_finished"
 # The first line a supervisor writes for a job: when it began watching (the goodput ledger's
 # wall time counts from there, across restarts of the supervisor).
 WATCHING = "watching"
@@ -67,7 +71,8 @@ def append(path, record):
 
 def parse(lines):
     """Incident records and resume events from JSON lines; returns (records, bad_line_count).
-    A ``resumed`` event fills ``resumed_at`` and ``seconds_to_resume`` of the incident before it."""
+    A ``resumed`` event fills ``resumed_at`` and ``seconds_to_resume`` of the incident before it,
+    ``resume_checked`` its ``resume_check``, ``recovery_finished`` its ``recovery_finished``."""
     records = []
     bad = 0
     for line in lines:
@@ -92,6 +97,10 @@ def parse(lines):
         if entry.get("event") == RESUME_CHECKED:
             if records:
                 records[-1]["resume_check"] = entry.get("check")
+            continue
+        if entry.get("event") == RECOVERY_FINISHED:
+            if records:
+                records[-1]["recovery_finished"] = entry.get("how")
             continue
         if entry.get("event"):
             continue  # WATCHING and events of later versions: not incidents

@@ -478,6 +478,49 @@ def write_inventory(config: Mapping[str, Any], nodes: Sequence[str], spares: Seq
     return path
 
 
+def recovery_file(config: Mapping[str, Any]) -> str:
+    """The recovery journal: what a decided recovery still has to do, beside the incident file."""
+    return str(config.get("recovery_file")
+               or os.path.join(os.path.dirname(config["incident_file"]), "supervisor-recovery.json"))
+
+
+def read_recovery(config: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
+    """The journal a supervisor left when it was killed in the middle of a recovery, or None."""
+    try:
+        with open(recovery_file(config)) as handle:
+            journal = json.load(handle)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        # A journal cut short can only come from a kill while it was written, before the
+        # incident was recorded: the fault is still there and is decided again.
+        sys.stderr.write("supervisor: recovery journal unreadable, ignored: %s\n" % exc)
+        return None
+    return journal if isinstance(journal, dict) and isinstance(journal.get("record"), dict) else None
+
+
+def write_recovery(config: Mapping[str, Any], journal: Optional[Mapping[str, Any]]) -> None:
+    """Write the journal atomically (a new file, flushed, renamed over the old), or remove it."""
+    path = recovery_file(config)
+    if journal is None:
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            pass
+        return
+    with open(path + ".new", "w") as handle:
+        json.dump(journal, handle, sort_keys=True)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(path + ".new", path)
+
+
+def launch_fingerprint(config: Mapping[str, Any]) -> List[Any]:
+    """What changes when train.yml launches: the launcher's pid (or Slurm job) and its log offset."""
+    record = launch_record(config)
+    return [record.get("pid"), record.get("slurm_job_id"), record.get("log_offset")]
+
+
 class Supervisor:
     """The loop: observe, classify, decide, act, record. Hooks make it testable without a cluster."""
 
@@ -510,6 +553,9 @@ class Supervisor:
         self.pending_resume: Optional[Dict[str, Any]] = None
         self.universal = False
         self.watching_since = self._watching_since()
+        # Killed between a decision and the end of its relaunch (systemd restarts the service):
+        # the first poll finishes that recovery instead of seeing the stopped job as a new fault.
+        self.recovery = None if self.stopped else read_recovery(config)
 
     def _watching_since(self) -> float:
         """The goodput ledger's start: the incident file's first WATCHING event, written once by
@@ -570,6 +616,8 @@ class Supervisor:
         """One round; returns the incident record when it acted."""
         if self.stopped:
             return None
+        if self.recovery is not None:
+            return self.finish_recovery()
         with self.lock:
             alerts, self.alerts = self.alerts, []
         clock = self.clock()
@@ -654,23 +702,79 @@ class Supervisor:
         elif decision["action"] != heal.STOP:
             self.nodes = list(decision["nodes"])
         record = self.incident.make_record(now_iso(), fault, decision, last_iteration, resumed_step, converted)
-        if self.record_decision(record, decision):
+        return self.carry_out(record, decision, {
+            "overrides": overrides, "resumed_step": resumed_step, "clock": clock,
+            "before_losses": dict(self.progress.losses), "saved_shape": before})
+
+    def carry_out(self, record: Dict[str, Any], decision: Mapping[str, Any], relaunch: Dict[str, Any]) -> Dict[str, Any]:
+        """Record the decision and relaunch, exactly once even if the supervisor is killed half-way:
+        the recovery journal (what to relaunch, with the incident record itself) is written before
+        the record and removed once the relaunch is done; a restarted supervisor finishes what it
+        finds there (finish_recovery)."""
+        if decision["action"] == self.heal.STOP:
+            self.record_decision(record, decision)
             return record
-        if decision.get("wait_s"):
-            self.sleep(float(decision["wait_s"]))
-        self.relaunch(overrides, resumed_step, clock, before_losses=dict(self.progress.losses), saved_shape=before)
+        self._ledger_fields(record)
+        wait = float(decision.get("wait_s") or 0)
+        write_recovery(self.config, {
+            "record": record, "relaunch": relaunch, "nodes": list(self.nodes), "universal": self.universal,
+            "launch_before": launch_fingerprint(self.config), "relaunch_after": time.time() + wait})
+        self.record_decision(record, decision)
+        if wait:
+            self.sleep(wait)
+        self.relaunch(**relaunch)
+        write_recovery(self.config, None)
         self.write_metrics()
         return record
 
-    def record_decision(self, record: Dict[str, Any], decision: Mapping[str, Any]) -> bool:
-        """Append the incident record and keep it; True when the decision stops the supervisor
-        (then the metrics are written for the last time and nothing is relaunched)."""
-        # The ledger's figures: how long the fault went unseen, and what an iteration costs.
+    def finish_recovery(self) -> Dict[str, Any]:
+        """The recovery a killed supervisor left in its journal: its incident recorded once (the kill
+        may have come before the record), then either the job it had launched already is adopted
+        (the launch record changed since the decision), or whatever a half-done launch started is
+        stopped and the job relaunched as decided (--universal-checkpoint and overrides kept)."""
+        journal, self.recovery = self.recovery or {}, None
+        record = journal["record"]
+        if not any(h.get("at") == record.get("at") and h.get("fault") == record.get("fault") for h in self.history):
+            self.incident.append(self.config["incident_file"], record)
+            self.history.append(record)
+        self.nodes = list(journal.get("nodes") or self.nodes)
+        relaunch = dict(journal.get("relaunch") or {})
+        relaunch["before_losses"] = {int(k): v for k, v in (relaunch.get("before_losses") or {}).items()}
+        now = self.clock()
+        if relaunch.get("clock") is None or float(relaunch["clock"]) > now:
+            relaunch["clock"] = now  # another boot: the monotonic clock started again
+        if launch_fingerprint(self.config) != list(journal.get("launch_before") or []):
+            how = "adopted"
+            self.log_offset = self._record_offset()
+            self.progress = Progress()
+            self.pending_resume = self._expected_resume(relaunch)
+        else:
+            how = "relaunched"
+            stop_ranks(self.config, self.shell, list(self.nodes), self.sleep, self.run)
+            remaining = float(journal.get("relaunch_after") or 0) - time.time()
+            if remaining > 0:
+                self.sleep(remaining)
+            self.universal = bool(journal.get("universal"))
+            self.relaunch(**relaunch)
+        self.incident.append(self.config["incident_file"], {
+            "event": self.incident.RECOVERY_FINISHED, "at": now_iso(), "incident_at": record.get("at"), "how": how})
+        self.history = self.incident.read(self.config["incident_file"])[0]
+        write_recovery(self.config, None)
+        self.write_metrics()
+        return dict(record, recovery_finished=how)
+
+    def _ledger_fields(self, record: Dict[str, Any]) -> None:
+        """The ledger's figures: how long the fault went unseen, and what an iteration costs."""
         if self.progress.at is not None and "seconds_to_detect" not in record:
             record["seconds_to_detect"] = round(max(0.0, self.clock() - self.progress.at), 1)
         step = self.progress.iteration_seconds()
         if step is not None and "iteration_seconds" not in record:
             record["iteration_seconds"] = round(step, 3)
+
+    def record_decision(self, record: Dict[str, Any], decision: Mapping[str, Any]) -> bool:
+        """Append the incident record and keep it; True when the decision stops the supervisor
+        (then the metrics are written for the last time and nothing is relaunched)."""
+        self._ledger_fields(record)
         self.incident.append(self.config["incident_file"], record)
         self.history.append(record)
         if decision["action"] != self.heal.STOP:
@@ -722,12 +826,9 @@ class Supervisor:
         record = self.incident.make_record(now_iso(), fault, decision, self.progress.iteration, choice.get("step"),
                                            converted)
         record["resume_check"] = dict(verdict)
-        if self.record_decision(record, decision):
-            return record
-        self.relaunch(dict(pending.get("overrides") or {}), choice["step"], clock,
-                      before_losses=pending.get("before") or {}, saved_shape=pending.get("saved_shape"))
-        self.write_metrics()
-        return record
+        return self.carry_out(record, decision, {
+            "overrides": dict(pending.get("overrides") or {}), "resumed_step": choice["step"], "clock": clock,
+            "before_losses": dict(pending.get("before") or {}), "saved_shape": pending.get("saved_shape")})
 
     def relaunch(self, overrides: Dict[str, Any], resumed_step: Optional[int], clock: float,
                  before_losses: Optional[Mapping[int, float]] = None,
@@ -754,10 +855,9 @@ class Supervisor:
                         capture_output=True, text=True, check=False)
         self.log_offset = self._record_offset()
         self.progress = Progress()
-        # What the checked resume compares with: the losses the interrupted run logged, and what
-        # a fallback needs (the shape the tags were saved with, the relaunch's overrides).
-        self.pending_resume = {"step": resumed_step, "clock": clock, "before": dict(before_losses or {}),
-                               "saved_shape": dict(saved_shape or {}), "overrides": dict(overrides)}
+        self.pending_resume = self._expected_resume({
+            "overrides": overrides, "resumed_step": resumed_step, "clock": clock, "before_losses": before_losses,
+            "saved_shape": saved_shape})
         if proc.returncode != 0:
             record = {"at": now_iso(), "fault": "relaunch_failed", "kind": "node", "nodes": [], "action": self.heal.STOP,
                       "reason": "the relaunch command failed (rc %d): %s" % (proc.returncode, (proc.stdout + proc.stderr)[-400:]),
@@ -765,6 +865,14 @@ class Supervisor:
             self.incident.append(self.config["incident_file"], record)
             self.history.append(record)
             self.stopped = True
+
+    @staticmethod
+    def _expected_resume(relaunch: Mapping[str, Any]) -> Dict[str, Any]:
+        """What the checked resume compares with after a relaunch: the losses the interrupted run
+        logged, and what a fallback needs (the shape the tags were saved with, the overrides)."""
+        return {"step": relaunch.get("resumed_step"), "clock": relaunch.get("clock"),
+                "before": dict(relaunch.get("before_losses") or {}), "saved_shape": dict(relaunch.get("saved_shape") or {}),
+                "overrides": dict(relaunch.get("overrides") or {})}
 
 
 # ------------------------------------------------------------------------------------------------

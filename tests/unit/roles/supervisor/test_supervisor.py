@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import pathlib
 import subprocess
 import zipfile
@@ -580,3 +581,110 @@ def test_the_ledger_starts_once_and_survives_a_restart(tmp_path):
     assert [json.loads(line)["event"] for line in lines] == ["watching"]
     assert again.watching_since == first.watching_since
     assert first.goodput()["ettr"] == 1.0 and first.goodput()["incidents"] == 0
+
+
+class Killed(BaseException):
+    """SIGKILL in the middle of a recovery: nothing after it runs, no except clause sees it."""
+
+
+class KilledAtRelaunch(FakeRun):
+    """Runs the conversion, then dies at train.yml: before it launched anything, or (launched)
+    after train.yml had started the job and written its launch record."""
+
+    def __init__(self, record_file: str, launched: bool) -> None:
+        super().__init__()
+        self.record_file, self.launched = record_file, launched
+
+    def __call__(self, argv: List[str], **kwargs: Any) -> subprocess.CompletedProcess:
+        if argv[0] == "ansible-playbook":
+            self.calls.append(list(argv))
+            if self.launched:
+                # A launcher that lives (this process), and the log offset of the new launch.
+                pathlib.Path(self.record_file).write_text(json.dumps({"pid": os.getpid(), "log_offset": 999}))
+            raise Killed()
+        return super().__call__(argv, **kwargs)
+
+
+class LaunchingRun(FakeRun):
+    """train.yml as it ends: a new launch record, its log offset at the end of the log so far."""
+
+    def __init__(self, config: Dict[str, Any]) -> None:
+        super().__init__()
+        self.config = config
+
+    def __call__(self, argv: List[str], **kwargs: Any) -> subprocess.CompletedProcess:
+        if argv[0] == "ansible-playbook":
+            offset = pathlib.Path(self.config["log_file"]).stat().st_size
+            pathlib.Path(self.config["record_file"]).write_text(json.dumps({"pid": os.getpid(), "log_offset": offset}))
+        return super().__call__(argv, **kwargs)
+
+
+def _journal(config: Dict[str, Any]) -> pathlib.Path:
+    return pathlib.Path(config["incident_file"]).parent / "supervisor-recovery.json"
+
+
+@pytest.mark.parametrize("launched, how, relaunches", [
+    (False, "relaunched", 1),  # killed before train.yml launched: the restarted supervisor launches
+    (True, "adopted", 0),      # killed after it launched: the running job is adopted, not launched twice
+])
+def test_a_supervisor_killed_mid_recovery_finishes_it_exactly_once(tmp_path, launched, how, relaunches):
+    config = _setup(tmp_path, ["5.0"] * 14, [(10, False)])
+    shell = FakeShell(dict(HEALTHY, node3=None))
+    first = KilledAtRelaunch(config["record_file"], launched)
+    with pytest.raises(Killed):
+        _poll(config, shell, first)
+    assert first.calls[0][1] == "-m" and len(first.calls) == 2  # converted, then killed at train.yml
+    assert _journal(config).exists()
+    # systemd restarts it: the first poll finishes the recovery instead of deciding again.
+    run = LaunchingRun(config)
+    restarted, record, _sleeps = _poll(config, FakeShell(dict(HEALTHY, node3=None)), run)
+    assert (record["fault"], record["action"], record["recovery_finished"]) == ("node_unreachable", "exclude", how)
+    assert [c[0] for c in run.calls] == ["ansible-playbook"] * relaunches  # no second conversion either
+    if relaunches:
+        assert _overrides(config)["megatron_job_extra_args"] == ["--universal-checkpoint"]
+        assert list(_inventory(config)["all"]["children"]["megatron_nodes"]["hosts"]) == ["node1", "node2"]
+    records = sup_incident().read(config["incident_file"])[0]
+    assert [(r["fault"], r.get("recovery_finished")) for r in records] == [("node_unreachable", how)]
+    assert not _journal(config).exists()
+    assert restarted.nodes == ["node1", "node2"]
+    assert restarted.pending_resume["step"] == 10 and restarted.pending_resume["before"][14] == 5.0
+    # Nothing is left to do: with the job's ranks up again, the next poll finds no fault.
+    restarted.shell = FakeShell(dict(HEALTHY, node3=None))
+    assert restarted.poll() is None
+    assert len(sup_incident().read(config["incident_file"])[0]) == 1
+
+
+def test_a_journal_without_its_incident_records_it_once_and_relaunches(tmp_path):
+    # Killed between the journal and the incident line: the restarted supervisor writes the line.
+    config = _setup(tmp_path, ["5.0"] * 12, [(10, False)])
+    record = {"at": "2026-12-06T10:00:00Z", "fault": "rank_exited", "kind": "transient", "action": "retry",
+              "nodes": ["node2"], "job_nodes": list(NODES), "iteration": 12, "resumed_step": 10, "iterations_lost": 2}
+    sup.write_recovery(config, {"record": record, "nodes": list(NODES), "universal": False,
+                                "launch_before": sup.launch_fingerprint(config), "relaunch_after": 0,
+                                "relaunch": {"overrides": {}, "resumed_step": 10, "clock": 50.0,
+                                             "before_losses": {"12": 5.0}, "saved_shape": None}})
+    run = FakeRun()
+    supervisor, got, sleeps = _poll(config, FakeShell(HEALTHY), run)
+    assert got["recovery_finished"] == "relaunched" and sleeps == []
+    assert [c[0] for c in run.calls] == ["ansible-playbook"]
+    assert [r["fault"] for r in sup_incident().read(config["incident_file"])[0]] == ["rank_exited"]
+    assert supervisor.pending_resume["clock"] == 50.0 and supervisor.pending_resume["before"] == {12: 5.0}
+    # A second restart finds no journal and records nothing more.
+    again = sup.Supervisor(config, shell=FakeShell(HEALTHY), run=FakeRun())
+    assert again.recovery is None
+    assert len(sup_incident().read(config["incident_file"])[0]) == 1
+
+
+@pytest.mark.parametrize("text", ['{"record": {"fault": "x"', "[]", '{"nodes": []}'])
+def test_a_journal_cut_short_or_foreign_is_ignored(tmp_path, text):
+    config = _setup(tmp_path, ["5.0"] * 3, [(1, False)])
+    _journal(config).write_text(text)
+    assert sup.read_recovery(config) is None
+    assert _poll(config, FakeShell(HEALTHY), FakeRun())[1] is None
+
+
+def test_a_stop_decision_leaves_no_journal(tmp_path):
+    config = _setup(tmp_path, ["5.0"] * 14, [(10, False)], policy={"max_retries": 0})
+    record = _poll(config, FakeShell(dict(HEALTHY, node2=["Sl"])), FakeRun())[1]
+    assert record["action"] == "stop"
+    assert not _journal(config).exists()

@@ -45,6 +45,20 @@ def test_parse(lines, count, bad, resumed_at):
         assert records[-1].get("resumed_at") == resumed_at
 
 
+@pytest.mark.parametrize("lines, how", [
+    # A restarted supervisor finished the recovery of the incident before it.
+    (['{"fault": "node_unreachable", "action": "exclude"}', '{"event": "recovery_finished", "how": "relaunched"}'],
+     "relaunched"),
+    (['{"fault": "rank_exited", "action": "retry"}', '{"event": "recovery_finished", "how": "adopted"}',
+      '{"event": "resumed", "at": "T", "iteration": 11}'], "adopted"),
+    (['{"fault": "rank_exited", "action": "retry"}'], None),
+])
+def test_parse_recovery_finished(lines, how):
+    records, bad = _incident.parse(lines)
+    assert (len(records), bad) == (1, 0)
+    assert records[0].get("recovery_finished") == how
+
+
 def test_append_read_and_summary(tmp_path):
     path = str(tmp_path / "sub" / "incidents.jsonl")
     assert _incident.read(path) == ([], 0)
