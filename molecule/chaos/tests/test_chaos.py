@@ -13,6 +13,9 @@ burnin.yml from node1 as the training user.
    gradient accumulation 2 -> 3, global batch 6 kept), the tag converted to a universal
    checkpoint and resumed with --universal-checkpoint; the loss goes on from the checkpoint's
    value, within the noise of the three-node run at the same iterations.
+3. During that recovery, once the supervisor has decided and converted and is relaunching, the
+   supervisor itself is SIGKILLed: systemd restarts it, and it finishes the recovery exactly once
+   (one incident, one recovery_finished line, --universal-checkpoint kept).
 
 Figures (seconds from the fault to the first new iteration, iterations lost, the losses compared)
 are printed and written to $CHAOS_REPORT when set.
@@ -38,6 +41,7 @@ INVENTORY = os.environ.get("MOLECULE_INVENTORY_FILE", "")
 LOG_DIR = "/opt/megatron/jobs/chaos/logs"
 BURNIN_LOG = LOG_DIR + "/burnin.log"
 INCIDENTS = LOG_DIR + "/incidents.jsonl"
+RECOVERY_JOURNAL = LOG_DIR + "/supervisor-recovery.json"
 METRICS = LOG_DIR + "/megatron_supervisor.prom"
 CKPT = "/shared/chaos/checkpoints"
 SAVE_INTERVAL = 5
@@ -256,9 +260,22 @@ def test_faults_heal_without_a_person():
              "four saved intervals after incident 1")
         t0 = time.monotonic()
         subprocess.run(["docker", "stop", "--time", "0", "node3"], check=True, capture_output=True, timeout=120)
+        # 3. the supervisor itself SIGKILLed in the middle of that recovery: it has decided and
+        #    converted (its recovery journal is on disk) and is relaunching. systemd restarts it
+        #    (Restart=on-failure), and it finishes the recovery exactly once.
+        head = node("node1")
+        wait(lambda: head.file(RECOVERY_JOURNAL).exists, "the recovery journal of incident 2", deadline=600.0)
+        assert head.run("systemctl kill --signal=SIGKILL megatron-supervisor@chaos").rc == 0
+        killed = time.monotonic()
         rec = dict(wait(lambda: resumed(2), "incident 2 resumed", deadline=900.0))
         rec["fault_to_new_iteration_s"] = round(time.monotonic() - t0, 1)
+        rec["supervisor_kill_to_new_iteration_s"] = round(time.monotonic() - killed, 1)
         assert (rec["fault"], rec["action"], rec["removed"]) == ("node_unreachable", "exclude", ["node3"]), rec
+        assert rec.get("recovery_finished") in ("relaunched", "adopted"), rec
+        assert len(incidents()) == 2, incidents()  # the loss decided once, not again after the restart
+        assert head_text(INCIDENTS).count('"recovery_finished"') == 1
+        assert not head.file(RECOVERY_JOURNAL).exists
+        assert int(head.run("systemctl show -p NRestarts --value megatron-supervisor@chaos").stdout.strip() or 0) >= 1
         assert rec["converted"] == "global_step%d_universal" % rec["resumed_step"], rec
         assert "DP 2, micro 1 x accumulation 3 x DP 2 = global 6" in rec["reason"], rec
         check_resume(rec)
