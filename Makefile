@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
-# molecule/chaos is `make chaos`'s (about 20 minutes on 2 cores), not part of `make test`.
+# molecule/chaos is `make chaos`'s (11-20 minutes on 2 cores), not part of `make test`.
 SCENARIOS ?= $(filter-out chaos,$(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))))
 SIM_NODES ?= 3
 # make demo DEMO_SCHEDULER=slurm: Slurm on the simulated nodes, the jobs submitted through it.
@@ -19,7 +19,7 @@ help:
 	@echo "make demo   - set everything up, start $(SIM_NODES) simulated nodes, run site.yml and the burn-in on them, summarise"
 	@echo "make test   - every check: yamllint, ansible-lint, sanity, unit tests, molecule scenarios"
 	@echo "make setup  - Python venv, Docker engine and the offline node image only"
-	@echo "make chaos  - the supervisor's chaos tests: local CPU ranks (rank kill, hang, node loss, damaged tag, NaN), then Docker nodes"
+	@echo "make chaos  - the supervisor's chaos tests: local CPU ranks (rank kill, hang, node loss, damaged tag, NaN), then Docker nodes (rank kill, node loss, the supervisor killed mid-recovery)"
 
 $(VENV)/.installed: requirements.txt requirements-test.txt
 	python3 -m venv $(VENV)
