@@ -222,11 +222,15 @@ def prometheus_text(records, job, up=True, goodput=None):
 
 
 def write_textfile(directory, name, text):
-    """Write atomically (temp file + rename): node_exporter never reads half a file."""
+    """Write atomically (temp file + rename): node_exporter never reads half a file, and the
+    supervisor's recovery journal is whole after a kill; synced first, so a crash of the host
+    cannot leave the new name on an empty file."""
     handle, tmp = tempfile.mkstemp(prefix=".%s." % name, dir=directory)
     try:
         with os.fdopen(handle, "w") as out:
             out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
         os.chmod(tmp, 0o644)
         os.rename(tmp, os.path.join(directory, name))
     except BaseException:

@@ -500,7 +500,10 @@ def read_recovery(config: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
 
 
 def write_recovery(config: Mapping[str, Any], journal: Optional[Mapping[str, Any]]) -> None:
-    """Write the journal atomically (a new file, flushed, renamed over the old), or remove it."""
+    """Write the journal atomically (the incident module's textfile writer: a synced temporary
+    file renamed over the old one), or remove it."""
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils._heal import incident as _incident
+
     path = recovery_file(config)
     if journal is None:
         try:
@@ -508,11 +511,7 @@ def write_recovery(config: Mapping[str, Any], journal: Optional[Mapping[str, Any
         except FileNotFoundError:
             pass
         return
-    with open(path + ".new", "w") as handle:
-        json.dump(journal, handle, sort_keys=True)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(path + ".new", path)
+    _incident.write_textfile(os.path.dirname(path), os.path.basename(path), json.dumps(journal, sort_keys=True))
 
 
 def launch_fingerprint(config: Mapping[str, Any]) -> List[Any]:
