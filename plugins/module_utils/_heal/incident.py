@@ -10,8 +10,9 @@ One line: {"at", "fault", "kind", "nodes", "evidence", "action", "reason", "job_
 "iterations_lost", "seconds_to_detect" (the last iteration to the detection), "iteration_seconds"
 (the job's recent iteration time), "converted" (the universal tag, or null), "resumed_at" (first new
 iteration, filled by a later line with "event": "resumed"), "resume_check" (the checked
-resume's verdict, _heal.resume.judge: on a resume_failed record itself, or filled by a later
-line with "event": "resume_checked")}.
+verdict, _heal.resume.judge, on this incident's relaunch, filled by a later line with "event":
+"resume_checked"), and on a resume_failed incident "failed_check" (the verdict on the relaunch
+before it, which caused it)}.
 
 Standard library only, Python 3.6+ (no Ansible imports, no annotations): the supervisor runs it on
 the head node with the system python.
@@ -23,6 +24,9 @@ import tempfile
 METRIC_PREFIX = "megatron_supervisor_"
 RESUMED = "resumed"
 RESUME_CHECKED = "resume_checked"
+# The fault of an incident caused by a failed checked resume (policy.RESUME_FAILED; not imported:
+# this module stands alone).
+RESUME_FAILED_FAULT = "resume_failed"
 # A supervisor restarted in the middle of a recovery (killed after it decided, before the relaunch
 # was done) finished it: ``how`` is "relaunched" (it launched the job itself) or "adopted" (the
 # killed one had launched it already).
@@ -96,7 +100,11 @@ def parse(lines):
             continue
         if entry.get("event") == RESUME_CHECKED:
             if records:
-                records[-1]["resume_check"] = entry.get("check")
+                last = records[-1]
+                # Files written before "failed_check" kept a fallback's cause in "resume_check".
+                if last.get("fault") == RESUME_FAILED_FAULT and "failed_check" not in last and last.get("resume_check"):
+                    last["failed_check"] = last["resume_check"]
+                last["resume_check"] = entry.get("check")
             continue
         if entry.get("event") == RECOVERY_FINISHED:
             if records:

@@ -25,6 +25,7 @@ No Ansible imports: unit-tested alone, and copied to the head node next to the s
 from __future__ import annotations
 
 import math
+import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 # Fault names (what was observed) and kinds (how the policy treats them).
@@ -412,6 +413,20 @@ def conversion_needed(saved: Mapping[str, Any], new: Mapping[str, Any]) -> Optio
                     % (saved.get("data_parallel"), new.get("data_parallel"), saved.get("zero_stage") or 0,
                        ", bf16" if saved.get("bf16") else ""))
     return None
+
+
+def universal_env(environ: Mapping[str, str], pythonpath: Optional[Sequence[str]]) -> Dict[str, str]:
+    """The environment ds_to_universal runs in: ``environ`` with ``pythonpath`` (the trainer's
+    source directories) put first on PYTHONPATH. The converter unpickles the tag's model states
+    (deepspeed/checkpoint/deepspeed_checkpoint.py:136 at DeepSpeed 0.19.6), and Megatron-DeepSpeed
+    saves its run arguments there (megatron/checkpointing.py:255 at 4efb479d), among them
+    ``args.model_type``, a ``megatron.core.enums.ModelType`` (megatron/training.py:331): without the
+    checkout on the path the conversion stops with "No module named 'megatron'"."""
+    env = dict(environ)
+    paths = [str(p) for p in (pythonpath or []) if p]
+    if paths:
+        env["PYTHONPATH"] = os.pathsep.join(paths + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    return env
 
 
 def universal_command(python: str, checkpoint_dir: str, tag: str, inject_missing_state: bool = False) -> List[str]:

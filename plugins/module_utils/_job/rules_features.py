@@ -380,6 +380,20 @@ def check_checkpoints(spec: Mapping[str, Any], flags: Mapping[str, Any], resume:
             "--save %s, --save-interval %s" % (spec["checkpoint_dir"], interval), "--save-interval N",
             "" if ok else "Megatron asserts args.save_interval is not None when --save is set; add --save-interval",
         ))
+    if "--no-load-optim" in flags:
+        # Under --deepspeed, Megatron-DeepSpeed hands the load to DeepSpeed's engine without
+        # load_optimizer_states (megatron/checkpointing.py:541-548 at 4efb479d, 276-283 at
+        # before_rebase 9446eaac) and reads --no-load-optim only in the branch without DeepSpeed
+        # (line 628-629; 400-401): the Adam state comes back whatever the flag says. Found on CPU
+        # with pretrain_gpt.py: a resume with the flag logged the same losses as one without.
+        add(finding(
+            "--no-load-optim honoured under DeepSpeed", "warn", "resume", "--no-load-optim",
+            "--finetune, or neither",
+            "Megatron-DeepSpeed ignores --no-load-optim with --deepspeed (megatron/checkpointing.py "
+            + ("541-548, 628-629" if era == "head" else "276-283, 400-401")
+            + "): the optimizer state is loaded anyway. To start the optimizer afresh use --finetune, which also "
+            "restarts the iteration count and the learning-rate schedule at 0; else drop the flag",
+        ))
     if not resume:
         return
     ck_tp = int_or_none(resume.get("tp") or resume.get("tensor_parallel"))

@@ -556,6 +556,14 @@ class Supervisor:
         # the first poll finishes that recovery instead of seeing the stopped job as a new fault.
         self.recovery = None if self.stopped else read_recovery(config)
 
+    def convert(self, tag: str) -> subprocess.CompletedProcess:
+        """DeepSpeed's ds_to_universal on one tag, with the trainer's own code importable: a
+        Megatron-DeepSpeed checkpoint pickles objects of the megatron package (config pythonpath)."""
+        return self.run(self.heal.universal_command(self.config["python"], self.config["checkpoint_dir"], tag,
+                                                    bool(self.config.get("inject_missing_state", True))),
+                        capture_output=True, text=True, check=False,
+                        env=self.heal.universal_env(os.environ, self.config.get("pythonpath")))
+
     def _watching_since(self) -> float:
         """The goodput ledger's start: the incident file's first WATCHING event, written once by
         the first supervisor that watched this job, so that a restart keeps the wall time."""
@@ -689,9 +697,7 @@ class Supervisor:
             why = heal.conversion_needed(before, after)
             if why:
                 tag = "global_step%d" % resumed_step
-                proc = self.run(heal.universal_command(self.config["python"], self.config["checkpoint_dir"], tag,
-                                                       bool(self.config.get("inject_missing_state", True))),
-                                capture_output=True, text=True, check=False)
+                proc = self.convert(tag)
                 if proc.returncode != 0:
                     decision = dict(decision, action=heal.STOP, reason="%s; %s, and ds_to_universal failed: %s"
                                     % (decision["reason"], why, (proc.stdout + proc.stderr).strip()[-300:]))
@@ -813,9 +819,7 @@ class Supervisor:
             saved = pending.get("saved_shape")
             why = heal.conversion_needed(saved, self.saved_shape()) if saved else None
             if why:
-                proc = self.run(heal.universal_command(self.config["python"], self.config["checkpoint_dir"], choice["tag"],
-                                                       bool(self.config.get("inject_missing_state", True))),
-                                capture_output=True, text=True, check=False)
+                proc = self.convert(choice["tag"])
                 if proc.returncode != 0:
                     decision.update(action=heal.STOP, reason="%s; %s, and ds_to_universal failed: %s" % (
                         decision["reason"], why, (proc.stdout + proc.stderr).strip()[-300:]))
@@ -824,7 +828,9 @@ class Supervisor:
                     self.universal = True
         record = self.incident.make_record(now_iso(), fault, decision, self.progress.iteration, choice.get("step"),
                                            converted)
-        record["resume_check"] = dict(verdict)
+        # The check that failed is this incident's cause; "resume_check" stays for the check of the
+        # relaunch this record makes (a resume_checked event fills it).
+        record["failed_check"] = dict(verdict)
         return self.carry_out(record, decision, {
             "overrides": dict(pending.get("overrides") or {}), "resumed_step": choice["step"], "clock": clock,
             "before_losses": dict(pending.get("before") or {}), "saved_shape": pending.get("saved_shape")})

@@ -54,10 +54,12 @@ class FakeShell:
 class FakeRun:
     def __init__(self, rc: int = 0) -> None:
         self.calls: List[List[str]] = []
+        self.envs: List[Any] = []
         self.rc = rc
 
     def __call__(self, argv: List[str], **kwargs: Any) -> subprocess.CompletedProcess:
         self.calls.append(list(argv))
+        self.envs.append(kwargs.get("env"))
         return subprocess.CompletedProcess(argv, self.rc, "", "")
 
 
@@ -133,6 +135,24 @@ def _inventory(config: Dict[str, Any]) -> Dict[str, Any]:
 def _overrides(config: Dict[str, Any]) -> Dict[str, Any]:
     with open(str(pathlib.Path(config["incident_file"]).parent / "supervisor-overrides.json")) as handle:
         return json.load(handle)
+
+
+@pytest.mark.parametrize("pythonpath, expected", [
+    (None, None),                                    # the burn-in's checkpoints pickle nothing of the trainer
+    (["/opt/mds"], "/opt/mds"),                      # pretrain_gpt.py's pickle megatron.core.enums.ModelType
+])
+def test_conversion_runs_with_the_trainers_code_on_the_path(tmp_path, monkeypatch, pythonpath, expected):
+    """ds_to_universal unpickles Megatron-DeepSpeed's model states, which need the megatron package
+    (found on 2026-12-06: a real pretrain_gpt.py tag failed with "No module named 'megatron'")."""
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    config = _setup(tmp_path, ["5.0"] * 14, [(10, False)])
+    if pythonpath is not None:
+        config["pythonpath"] = pythonpath
+    shell, run = FakeShell(dict(HEALTHY, node3=None)), FakeRun()
+    record = _poll(config, shell, run)[1]
+    assert record["converted"] == "global_step10_universal"
+    assert run.calls[0][1:3] == ["-m", "deepspeed.checkpoint.ds_to_universal"]
+    assert run.envs[0].get("PYTHONPATH") == expected
 
 
 def test_healthy_job_is_left_alone(tmp_path):
@@ -430,7 +450,8 @@ def test_a_resume_that_does_not_continue_falls_back_once_then_stops(tmp_path, st
     record = supervisor.poll()
     assert (record["fault"], record["kind"], record["action"], record["resumed_step"]) == (
         "resume_failed", "resume", "fallback", 5)
-    assert words in record["evidence"] and record["resume_check"]["verdict"] == "failed"
+    assert words in record["evidence"] and record["failed_check"]["verdict"] == "failed"
+    assert "resume_check" not in record  # that one is the fallback's own, once it is judged
     assert "global_step10 kept" in record["reason"]
     assert (tmp_path / "ckpt" / "latest").read_text() == "global_step5"
     assert (tmp_path / "ckpt" / "global_step10").is_dir()  # both tags kept

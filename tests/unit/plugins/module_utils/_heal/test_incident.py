@@ -8,6 +8,7 @@ module_utils tests with only ansible.module_utils importable, so a filter import
 """
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -57,6 +58,30 @@ def test_parse_recovery_finished(lines, how):
     records, bad = _incident.parse(lines)
     assert (len(records), bad) == (1, 0)
     assert records[0].get("recovery_finished") == how
+
+
+OK_CHECK = '{"event": "resume_checked", "check": {"verdict": "ok"}}'
+FAILED = {"verdict": "failed", "reason": "does not continue the run"}
+
+
+@pytest.mark.parametrize("lines, resume_check, failed_check", [
+    # a relaunch's own check fills its incident
+    (['{"fault": "rank_exited", "action": "retry"}', OK_CHECK], {"verdict": "ok"}, None),
+    # a fallback: its cause (the relaunch before) in failed_check, its own check in resume_check
+    (['{"fault": "resume_failed", "action": "fallback", "failed_check": %s}' % json.dumps(FAILED), OK_CHECK],
+     {"verdict": "ok"}, FAILED),
+    (['{"fault": "resume_failed", "action": "fallback", "failed_check": %s}' % json.dumps(FAILED)], None, FAILED),
+    # a file written before failed_check existed: the cause was in resume_check, and is kept
+    (['{"fault": "resume_failed", "action": "fallback", "resume_check": %s}' % json.dumps(FAILED), OK_CHECK],
+     {"verdict": "ok"}, FAILED),
+    # another fault's record is never given a failed_check
+    (['{"fault": "stall", "action": "retry", "resume_check": {"verdict": "ok"}}', OK_CHECK], {"verdict": "ok"}, None),
+])
+def test_parse_resume_checks(lines, resume_check, failed_check):
+    records, bad = _incident.parse(lines)
+    assert (len(records), bad) == (1, 0)
+    assert records[0].get("resume_check") == resume_check
+    assert records[0].get("failed_check") == failed_check
 
 
 def test_append_read_and_summary(tmp_path):

@@ -273,3 +273,20 @@ def test_universal_command(inject, tail):
     assert argv[:5] == ["/venv/bin/python", "-m", "deepspeed.checkpoint.ds_to_universal", "--input_folder",
                         "/ck/global_step10"]
     assert argv[5:] == tail
+
+
+@pytest.mark.parametrize("environ, pythonpath, expected", [
+    # the burn-in: nothing to add, the environment as it was
+    ({"PATH": "/bin"}, None, None),
+    ({"PATH": "/bin"}, [], None),
+    ({"PATH": "/bin", "PYTHONPATH": "/x"}, [""], "/x"),
+    # pretrain_gpt.py: the checkout first, what was there after it
+    ({"PATH": "/bin"}, ["/opt/megatron/Megatron-DeepSpeed"], "/opt/megatron/Megatron-DeepSpeed"),
+    ({"PYTHONPATH": "/site"}, ["/mds"], "/mds:/site"),
+    ({"PYTHONPATH": ""}, ["/mds", "/more"], "/mds:/more"),
+])
+def test_universal_env(environ, pythonpath, expected):
+    env = _heal.universal_env(environ, pythonpath)
+    assert env.get("PYTHONPATH") == expected
+    assert {k: v for k, v in env.items() if k != "PYTHONPATH"} == {k: v for k, v in environ.items() if k != "PYTHONPATH"}
+    assert environ == dict(environ)  # the caller's mapping is left alone
