@@ -39,7 +39,7 @@ from . import memory as _job_memory
 from . import rules as _job_rules
 from . import spec as _job_spec
 from .model import model_flops_per_token
-from .rules_features import ZERO0_PARITY_CHECK
+from . import parity as _job_parity
 from .schema import JobError
 
 # GPUs the planner knows: dense bf16 peak and HBM bandwidth (NVIDIA's datasheets), memory, and
@@ -329,17 +329,24 @@ def plan(spec: Mapping[str, Any], nodes: int, gpus_per_node: int, gpu_memory_mib
     base = dict(spec, gpus_per_node=gpus_per_node)
     layouts: List[Dict[str, Any]] = []
     rejected: Dict[str, int] = {}
+    parity_rules = set(_job_parity.rules())
     for layout in enumerate_layouts(base, nodes, gpus_per_node, keep):
         try:
             job = _layout_spec(base, layout)
         except JobError as exc:
             rejected[str(exc)] = rejected.get(str(exc), 0) + 1
             continue
+        # A layout must train the same mathematics as the others (_job.parity): each way it departs
+        # from DP with ZeRO-1 was measured to agree, or is judged by a rule whose warning leaves it out
+        # (ZeRO-0 whose FP16_Optimizer starts Adam a step late; ZeRO-3 without weight decay). A job
+        # that asks for such a layout gets the rule as a warning.
+        why = _job_parity.unproven(layout)
+        if why:
+            rejected[why] = rejected.get(why, 0) + 1
+            continue
         findings = _job_rules.validate(job, None, cluster, None, deepspeed_version)
-        # A layout must train the same mathematics as the others: ZeRO-0 whose FP16_Optimizer
-        # starts Adam a step late is left out (a warning for a job that asks for it).
         failed = [f for f in findings if f["status"] == "fail"
-                  or (f["check"] == ZERO0_PARITY_CHECK and f["status"] == "warn")]
+                  or (f["check"] in parity_rules and f["status"] == "warn")]
         if failed:
             reason = failed[0]["check"]
             rejected[reason] = rejected.get(reason, 0) + 1

@@ -160,6 +160,42 @@ def _check_zero0_optimizer(spec: Mapping[str, Any], ds: Optional[Mapping[str, An
         add(finding(ZERO0_PARITY_CHECK, "pass", "zero", found, expected))
 
 
+ZERO3_WEIGHT_DECAY_CHECK = "ZeRO-3 keeps weight decay"
+
+
+def _check_zero3_weight_decay(spec: Mapping[str, Any], init_stage: Optional[int], era: str,
+                              add: Callable[[Dict[str, str]], None]) -> None:
+    """--zero-stage 3 on the head era: pretrain_gpt.py builds the model inside deepspeed.zero.Init
+    (pretrain_gpt.py:46-50 at 4efb479d, enabled by args.zero_stage == 3), which partitions each
+    parameter as it is made and leaves it the shape (0,) (DeepSpeed runtime/zero/
+    partition_parameters.py free_param, 0.19.6:323; the layer's shape is in ds_shape). The head era
+    puts a parameter in the no-decay group when ``len(param.shape) == 1``
+    (megatron/optimizer/__init__.py:40), so every parameter goes there, and the scheduler gives that
+    group weight decay 0 (megatron/optimizer_param_scheduler.py:157). Measured on CPU with
+    pretrain_gpt.py (docs/benchmarks.md, "Layouts that train the same"): ZeRO-3 logs the losses of
+    ZeRO-1 at --weight-decay 0, to 1e-6 at all 50 iterations. The before_rebase era groups by
+    module type and the bias name (megatron/optimizer/__init__.py:30-55 at 9446eaac), which the
+    partitioning does not touch."""
+    if init_stage != 3:
+        return
+    try:
+        decay = float(spec.get("weight_decay") if spec.get("weight_decay") is not None else 0.01)
+    except (TypeError, ValueError):
+        return
+    found = "--zero-stage 3 (deepspeed.zero.Init), --weight-decay %g, Megatron-DeepSpeed %s era" % (decay, era)
+    if era == BEFORE_REBASE or decay == 0.0:
+        add(finding(ZERO3_WEIGHT_DECAY_CHECK, "pass", "zero", found, "the weight decay asked for"))
+        return
+    add(finding(
+        ZERO3_WEIGHT_DECAY_CHECK, "warn", "zero", found, "weight decay %g on the weights" % decay,
+        "this Megatron-DeepSpeed trains every parameter without weight decay under ZeRO-3: the model is "
+        "built inside deepspeed.zero.Init, which leaves each parameter the shape (0,), and the optimizer "
+        "puts every 1-dimensional parameter in its no-decay group (megatron/optimizer/__init__.py:40; "
+        "pretrain_gpt.py:46-50; docs/benchmarks.md, 'Layouts that train the same'). Use ZeRO-2 or ZeRO-1 "
+        "(megatron_job_zero_stage), which keep the decay, or set --weight-decay 0 to train as ZeRO-3 does",
+    ))
+
+
 def check_zero(spec: Mapping[str, Any], ds: Optional[Dict[str, Any]], flags: Mapping[str, Any], explicit: Iterable[str],
                from_script: bool, pp: int, deepspeed_version: Optional[str], era: str,
                add: Callable[[Dict[str, str]], None], findings: List[Dict[str, str]]) -> Dict[str, Any]:
@@ -228,6 +264,8 @@ def check_zero(spec: Mapping[str, Any], ds: Optional[Dict[str, Any]], flags: Map
             ))
     if stage == 0:
         _check_zero0_optimizer(spec, ds, ds_pipeline, deepspeed_version, add)
+    # zero.Init follows Megatron's --zero-stage, not the JSON (a mismatch fails below).
+    _check_zero3_weight_decay(spec, arg_stage if arg_stage is not None else stage, era, add)
     if ds is not None:
         if from_script and "zero_stage" not in explicit:
             found = "--zero-stage not given (Megatron default 1)"
@@ -419,6 +457,9 @@ def check_checkpoints(spec: Mapping[str, Any], flags: Mapping[str, Any], resume:
     ))
 
 
+CPU_DS_CHECKPOINTING_CHECK = "DeepSpeed activation checkpointing runs on the accelerator"
+
+
 def check_activation_checkpointing(spec: Mapping[str, Any], ds: Optional[Dict[str, Any]], flags: Mapping[str, Any],
                                    derived: Mapping[str, Any], add: Callable[[Dict[str, str]], None],
                                    era: str = HEAD) -> Optional[str]:
@@ -433,6 +474,25 @@ def check_activation_checkpointing(spec: Mapping[str, Any], ds: Optional[Dict[st
     # checkpoints nothing unless --checkpoint-activations or --recompute-* asks
     # (transformer.py ParallelTransformer.forward).
     any_checkpointing = checkpoint or granularity is not None
+    try:
+        accelerator = _stack_profiles.get(spec.get("stack_profile")).get("accelerator")
+    except _stack_profiles.UnknownProfileError:
+        accelerator = None
+    if any_checkpointing and "--deepspeed-activation-checkpointing" in flags and accelerator == "cpu":
+        # Found by bench/layout_parity.py: every rank of the role's recompute row stopped at its
+        # first forward.
+        add(finding(
+            CPU_DS_CHECKPOINTING_CHECK, "fail", "activation checkpointing",
+            "--deepspeed-activation-checkpointing on the %s stack profile (DS_ACCELERATOR=cpu)" % spec.get("stack_profile"),
+            "Megatron's own recompute on CPU ranks",
+            "DeepSpeed's checkpoint function takes a stream from the accelerator "
+            "(deepspeed/runtime/activation_checkpointing/checkpointing.py:604-605 at 0.19.6), and the CPU "
+            "accelerator's Stream is None (deepspeed/accelerator/cpu_accelerator.py:118-120): every rank stops at "
+            "its first forward with \"TypeError: 'NoneType' object is not callable\". Set "
+            "megatron_job_activation_checkpointing: false and give Megatron's own recompute in "
+            "megatron_job_extra_args (--recompute-granularity full --recompute-method uniform "
+            "--recompute-num-layers 1), which trains the same (docs/benchmarks.md, 'Layouts that train the same')",
+        ))
     json_partition = bool(ds_get(ds or {}, "activation_checkpointing", "partition_activations"))
     partition = bool(spec.get("partition_activations")) or "--partition-activations" in flags or json_partition
     if partition:

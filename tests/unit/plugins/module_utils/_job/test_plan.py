@@ -10,6 +10,7 @@ import os
 import pytest
 
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import memory as _job_memory
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import parity as _job_parity
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import plan as _job_plan
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import spec as _job_spec
 
@@ -165,6 +166,26 @@ def test_planner_ranks_zero0_only_where_it_trains_like_zero1(precision, version,
     result = _job_plan.plan(spec, 1, 1, gpu="H200", padded_vocab_size=8192, deepspeed_version=version)
     assert any(row["zero"] == 0 for row in result["layouts"]) is ranked, result["rejected"]
     assert ("ZeRO-0 optimizer trains like ZeRO-1" in result["rejected"]) is not ranked
+
+
+@pytest.mark.parametrize("profile, decay, ranked", [
+    ("cu130", 0.1, False),   # head era: deepspeed.zero.Init hides the shapes, no weight decay at all
+    ("cu130", 0.0, True),
+])
+def test_planner_ranks_zero3_only_where_it_keeps_weight_decay(profile, decay, ranked):
+    spec = dict(GPT_123B, model_preset="gpt", global_batch_size=128, weight_decay=decay, stack_profile=profile)
+    result = _job_plan.plan(spec, 1, 2, gpu="H200", padded_vocab_size=8192)
+    assert any(row["zero"] == 3 for row in result["layouts"]) is ranked, result["rejected"]
+    assert ("ZeRO-3 keeps weight decay" in result["rejected"]) is not ranked
+
+
+def test_planner_leaves_out_a_departure_with_no_measured_parity(monkeypatch):
+    table = {k: v for k, v in _job_parity.PARITY.items() if k != "pipeline_parallel"}
+    monkeypatch.setattr(_job_parity, "PARITY", table)
+    spec = dict(GPT_123B, model_preset="gpt", global_batch_size=128)
+    result = _job_plan.plan(spec, 1, 2, gpu="H200", padded_vocab_size=8192)
+    assert result["layouts"] and all(row["pp"] == 1 for row in result["layouts"])
+    assert result["rejected"]["loss parity with ZeRO-1 not measured (pipeline parallel)"] > 0
 
 
 def test_planner_keeps_the_rules_of_validation():

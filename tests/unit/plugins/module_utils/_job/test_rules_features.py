@@ -197,3 +197,48 @@ def test_zero0_rule_without_a_version_reads_the_profiles_deepspeed():
                                    "use_flash_attn": False, "global_batch_size": 64}, nodes=8)
         got = _finding(_job_rules.validate(job, None, {"nodes": 8, "gpus_per_node": 8}), rf.ZERO0_PARITY_CHECK)
         assert [f["status"] for f in got] == [status], got
+
+
+# ---------------------------------------------------------------------------------------
+# ZeRO-3 under deepspeed.zero.Init: the head era's no-decay test sees every parameter as 1-D
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("profile, zero, decay, status", [
+    ("cu130", 3, 0.1, "warn"),       # head era: every parameter in the no-decay group
+    ("cu130", 3, 0.0, "pass"),       # nothing to lose
+    ("cpu", 3, 0.01, "warn"),
+    ("cu117", 3, 0.1, "pass"),       # before_rebase groups by module type and name: unaffected
+    ("cu130", 2, 0.1, None),         # zero.Init is off below stage 3
+    ("cu130", 1, 0.1, None),
+])
+def test_zero3_weight_decay_rule(profile, zero, decay, status):
+    job = _job_spec.normalize({"tensor_parallel": 1, "zero_stage": zero, "weight_decay": decay, "global_batch_size": 64,
+                               "stack_profile": profile, "use_flash_attn": False,
+                               "precision": "fp32" if profile == "cpu" else "bf16"}, nodes=8)
+    got = _finding(_job_rules.validate(job, _job_args.ds_config(job, profile), {"nodes": 8, "gpus_per_node": 8}),
+                   rf.ZERO3_WEIGHT_DECAY_CHECK)
+    assert [f["status"] for f in got] == ([status] if status else [])
+    if status == "warn":
+        assert "megatron/optimizer/__init__.py:40" in got[0]["fix"] and "Use ZeRO-2 or ZeRO-1" in got[0]["fix"]
+        assert "--weight-decay %g" % decay in got[0]["found"]
+
+
+@pytest.mark.parametrize("profile, over, status", [
+    # the role's recompute renders --deepspeed-activation-checkpointing: no stream on the CPU accelerator
+    ("cpu", {"activation_checkpointing": True}, "fail"),
+    ("cpu", {"activation_checkpointing": False}, None),
+    # Megatron's own recompute needs no stream
+    ("cpu", {"extra_args": ["--recompute-granularity", "full", "--recompute-method", "uniform",
+                            "--recompute-num-layers", "1"]}, None),
+    ("cu130", {"activation_checkpointing": True}, None),
+])
+def test_deepspeed_checkpointing_on_the_cpu_accelerator(profile, over, status):
+    job = _job_spec.normalize(dict({"tensor_parallel": 1, "global_batch_size": 64, "stack_profile": profile,
+                                    "use_flash_attn": False, "precision": "fp32" if profile == "cpu" else "bf16"},
+                                   **over), nodes=8)
+    got = _finding(_job_rules.validate(job, _job_args.ds_config(job, profile), {"nodes": 8, "gpus_per_node": 8}),
+                   rf.CPU_DS_CHECKPOINTING_CHECK)
+    assert [f["status"] for f in got] == ([status] if status else [])
+    if status:
+        assert "cpu_accelerator.py:118-120" in got[0]["fix"] and "--recompute-granularity full" in got[0]["fix"]
