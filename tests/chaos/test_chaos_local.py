@@ -113,10 +113,13 @@ class Cluster:
 
 
 def _damage_newest_tag(ckpt: pathlib.Path) -> str:
-    tags = sorted((p for p in ckpt.iterdir() if re.match(r"global_step\d+$", p.name)),
+    """Cut short the first shard of the newest tag that has one (a tag whose save the kill
+    interrupted may have none yet: nothing there to damage, and the supervisor skips it anyway)."""
+    shard_name = "zero_pp_rank_0_mp_rank_00_optim_states.pt"
+    tags = sorted((p for p in ckpt.iterdir() if re.match(r"global_step\d+$", p.name) and (p / shard_name).is_file()),
                   key=lambda p: int(p.name[len("global_step"):]))
     newest = tags[-1]
-    shard = newest / "zero_pp_rank_0_mp_rank_00_optim_states.pt"
+    shard = newest / shard_name
     data = shard.read_bytes()
     shard.write_bytes(data[: len(data) // 2])  # a write cut short
     return newest.name
@@ -134,8 +137,8 @@ def _check_resume(cluster: Cluster, record: Dict[str, Any]) -> None:
         assert record["iterations_lost"] <= SAVE_INTERVAL * 2
 
 
-def test_chaos(tmp_path):
-    state = tmp_path
+def start(state: pathlib.Path, stall_min: int = 30):
+    """The three local nodes running the burn-in, and the supervisor watching them."""
     (state / "down").mkdir()
     (state / "logs").mkdir()
     (state / "spec.json").write_text(json.dumps(SPEC))
@@ -155,15 +158,46 @@ def test_chaos(tmp_path):
         "incident_file": str(state / "logs" / "incidents.jsonl"), "textfile_dir": str(state / "logs"),
         "listen_port": 0, "poll_interval": 1, "stop_timeout": 10, "ssh_timeout": 60,
         "ssh": [sys.executable, str(HERE / "chaos_ssh.py"), str(state), "{node}"],
-        "policy": {"backoff_base": 1, "backoff_max": 2, "stall_min": 30, "save_allowance": 0, "startup_timeout": 300,
-                   "max_retries": 5},
+        "policy": {"backoff_base": 1, "backoff_max": 2, "stall_min": stall_min, "save_allowance": 0,
+                   "startup_timeout": 300, "max_retries": 5},
         "spec": SPEC, "inventory_vars": {}, "inventory_hosts": {},
         "relaunch_command": [sys.executable, str(HERE / "chaos_launch.py"), str(state), "{inventory}", "{overrides}"],
     }
     (state / "supervisor.json").write_text(json.dumps(config))
-    cluster = Cluster(state)
     supervisor = subprocess.Popen([sys.executable, str(SUPERVISOR), "--config", str(state / "supervisor.json")],
                                   env=ENV, stdout=open(str(state / "supervisor.out"), "w"), stderr=subprocess.STDOUT)
+    return Cluster(state), supervisor
+
+
+def stop(cluster: "Cluster", supervisor: subprocess.Popen) -> None:
+    supervisor.terminate()
+    supervisor.wait(timeout=30)
+    cluster.kill_all()
+
+
+def test_rank_kill_is_retried_from_the_newest_tag(tmp_path):
+    """The cheap subset .ci/run runs (`make chaos-smoke`): one fault, a rank SIGKILLed, retried on
+    the same nodes from the newest tag. The stall limit is wide: a loaded CI machine must not turn
+    a slow iteration into a second fault."""
+    cluster, supervisor = start(tmp_path, stall_min=180)
+    try:
+        cluster.wait(lambda: (tmp_path / "ckpt" / "latest").exists() and len(cluster.iterations()) >= SAVE_INTERVAL + 1)
+        t0 = time.monotonic()
+        os.kill(cluster.pids("n2")[0], signal.SIGKILL)
+        rec = dict(cluster.wait(lambda: cluster.resumed(1)))
+        assert (rec["fault"], rec["action"], rec["job_nodes"]) == ("rank_exited", "retry", NODES), rec
+        _check_resume(cluster, rec)
+        assert supervisor.poll() is None, "the supervisor exited"
+        print(json.dumps({"fault": "rank_exited", "action": rec["action"], "resumed_step": rec["resumed_step"],
+                          "iterations_lost": rec["iterations_lost"],
+                          "fault_to_new_iteration_s": round(time.monotonic() - t0, 1)}))
+    finally:
+        stop(cluster, supervisor)
+
+
+def test_chaos(tmp_path):
+    state = tmp_path
+    cluster, supervisor = start(state)
     figures: List[Dict[str, Any]] = []
     try:
         started = time.monotonic()
@@ -225,9 +259,7 @@ def test_chaos(tmp_path):
         metrics = (state / "logs" / "megatron_supervisor.prom").read_text()
         assert 'megatron_supervisor_incidents_total{job="chaos",fault="node_unreachable",action="exclude"} 1' in metrics
     finally:
-        supervisor.terminate()
-        supervisor.wait(timeout=30)
-        cluster.kill_all()
+        stop(cluster, supervisor)
         report = os.environ.get("CHAOS_REPORT")
         if report:
             pathlib.Path(report).write_text(json.dumps(figures, indent=1, sort_keys=True) + "\n")
