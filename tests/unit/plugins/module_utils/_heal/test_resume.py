@@ -56,6 +56,26 @@ def test_a_short_run_before_the_tag_is_judged_by_its_own_iterations_only(before,
     assert all(row.get("judged", True) is (row["source"] == "same_iteration") for row in got["compared"])
 
 
+# The burn-in's loss in molecule/chaos: a level per pass over its data (8 steps), dropping by about
+# 0.17 at 33, 41, 49; the NaN at 43 leaves the run's 41 and 42 to compare one to one and 43 to the
+# trend. Its window up to the tag (33-40) is one level, with a noise of 0.016.
+STAIRS = {30: 5.063, 31: 5.1012, 32: 5.0987, 33: 4.9282, 34: 4.9232, 35: 4.8855, 36: 4.913, 37: 4.9408,
+          38: 4.932, 39: 4.957, 40: 4.943, 41: 4.7738, 42: 4.7741}
+
+
+@pytest.mark.parametrize("after, verdict, words", [
+    # the healthy rollback resume measured there (failed against the level before the drop, 4.96)
+    ({41: 4.7738, 42: 4.7741, 43: 4.7539}, "ok", "iterations 41, 42, 43 continue the run"),
+    # still caught: the optimizer state dropped, the loss back above the level before the drop
+    ({41: 5.3738, 42: 5.1741, 43: 4.9539}, "failed", "iteration 41 is"),
+    ({41: 4.7738, 42: 4.7741, 43: 5.4}, "failed", "iteration 43 is"),
+])
+def test_the_trend_goes_through_what_the_run_logged_past_the_tag(after, verdict, words):
+    got = resume.judge(STAIRS, after, 40, POLICY)
+    assert got["verdict"] == verdict and words in got["reason"], got
+    assert [r["source"] for r in got["compared"]] == ["same_iteration", "same_iteration", "trend"], got
+
+
 def test_judge_compares_like_with_like():
     got = resume.judge(BEFORE, {11: BEFORE[11], 12: BEFORE[12], 15: 5.25}, 10, POLICY)
     assert [(r["iteration"], r["source"]) for r in got["compared"]] == [
