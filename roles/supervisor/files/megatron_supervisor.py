@@ -44,7 +44,10 @@ import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
-_SAVE_FAILED = re.compile(r"No space left on device|(?:saving|save_checkpoint|save checkpoint).*(?:Error|error|failed)")
+# torch.save's zip writer does not name the errno of a write that failed (a full disk gives
+# "unexpected pos 704 vs 598" or "PytorchStreamWriter failed writing file ...").
+_SAVE_FAILED = re.compile(r"No space left on device|(?:saving|save_checkpoint|save checkpoint).*(?:Error|error|failed)"
+                          r"|PytorchStreamWriter failed writing|inline_container\.cc:\d+\] \. unexpected pos")
 _NODE_DOWN = "MegatronNodeDown"
 
 

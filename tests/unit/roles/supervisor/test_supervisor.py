@@ -365,6 +365,21 @@ def test_slurm_backend_rank_exit_cancels_the_job_and_pins_the_relaunch(tmp_path)
     assert run.calls[-1][0] == "ansible-playbook"
 
 
+@pytest.mark.parametrize("line, failed", [
+    ("node1: OSError: [Errno 28] No space left on device", True),
+    # torch.save into a full disk (/dev/full in molecule/chaos): its zip writer's own words
+    ("node1: RuntimeError: [enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598", True),
+    ("node1: RuntimeError: PytorchStreamWriter failed writing file data/0: file write failed", True),
+    ("node1: BURNIN checkpoint /shared/chaos/checkpoints/global_step5 (interval)", False),
+    # a load, not a save
+    ("node1: RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central directory", False),
+])
+def test_a_failed_save_is_seen_in_the_log(line, failed):
+    progress = sup.Progress()
+    progress.update({}, [line], 1.0)
+    assert (progress.save_failed is not None) is failed, progress.save_failed
+
+
 # ------------------------------------------------------------------------------------------------
 # The checked resume (_heal.resume): after a relaunch, the first iterations must continue the run
 # ------------------------------------------------------------------------------------------------
