@@ -19,7 +19,7 @@ help:
 	@echo "make demo   - set everything up, start $(SIM_NODES) simulated nodes, run site.yml and the burn-in on them, summarise"
 	@echo "make test   - every check: yamllint, ansible-lint, sanity, unit tests, molecule scenarios"
 	@echo "make setup  - Python venv, Docker engine and the offline node image only"
-	@echo "make chaos  - the supervisor's chaos tests: local CPU ranks (rank kill, hang, node loss, damaged tag, NaN), then Docker nodes (rank kill, node loss, the supervisor killed mid-recovery)"
+	@echo "make chaos  - the supervisor's chaos tests: local CPU ranks (rank kill, hang, node loss, damaged tag, NaN), then Docker nodes (NaN, rank kill, hang, damaged tag, full disk at a save, two kills in one save interval, node loss, the supervisor killed mid-recovery)"
 
 $(VENV)/.installed: requirements.txt requirements-test.txt
 	python3 -m venv $(VENV)
@@ -79,7 +79,8 @@ test: lint sanity units molecule
 
 # Not part of `make test` (docs/benchmarks.md has the times): the local process cluster (rank
 # kill, hang, node loss with a damaged tag, NaN; 3-5 min), then molecule/chaos on Docker nodes
-# (the supervisor as deployed by supervise.yml: rank kill, a node container stopped for good).
+# (the supervisor as deployed by supervise.yml: NaN, rank kill, hang, damaged tag, a save into a
+# full disk, two kills within one save interval, a node container stopped for good).
 chaos: setup
 	CHAOS_REPORT=$(CURDIR)/chaos-report.json $(BIN)/pytest -q -s -p no:cacheprovider tests/chaos
 	CHAOS_REPORT=$(CURDIR)/chaos-report-docker.json MOLECULE_RETRIES=0 scripts/molecule-all.sh chaos
