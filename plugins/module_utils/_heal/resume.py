@@ -25,8 +25,12 @@ PENDING = "pending"
 OK = "ok"
 FAILED = "failed"
 
-# How many logged points the trend line is fitted to.
-TREND_WINDOW = 8
+# How many logged points the trend line is fitted to. Enough to span several passes over a small
+# data set: the burn-in's loss drops once per pass (every 8 steps in molecule/chaos), and a window
+# of 8 could sit on one level, whose small noise then failed a healthy resume whose first
+# iterations came after the next drop (28 of 200 resumes replayed from that scenario's log; none
+# with 12 or more points, and a dropped optimizer state, +0.6, still failed all 200).
+TREND_WINDOW = 20
 # Fewer points than this before the tag give no trend to judge by: three points of a falling
 # early-training loss put a line with almost no residual noise through a curve (a healthy resume
 # at iteration 6 after a tag at 3 was 0.21 off such a line, against a tolerance of 0.05, in

@@ -76,6 +76,23 @@ def test_the_trend_goes_through_what_the_run_logged_past_the_tag(after, verdict,
     assert [r["source"] for r in got["compared"]] == ["same_iteration", "same_iteration", "trend"], got
 
 
+# The same burn-in later on (molecule/chaos): a hang's resume saves at the step it stopped at
+# (152), so nothing past the tag was logged, and 153 starts the next level.
+LEVELS = {133: 3.3187, 134: 3.3961, 135: 3.434, 136: 3.4225, 137: 3.3003, 138: 3.2765, 139: 3.2579, 140: 3.2911,
+          141: 3.1917, 142: 3.2305, 143: 3.2965, 144: 3.2586, 145: 3.1389, 146: 3.0903, 147: 3.1234, 148: 3.1565,
+          149: 3.0386, 150: 3.1109, 151: 3.1568, 152: 3.1328}
+
+
+@pytest.mark.parametrize("after, verdict", [
+    ({153: 2.9672, 154: 2.963, 155: 3.0262}, "ok"),  # measured; a line through 145-152 alone failed it
+    ({153: 3.5672, 154: 3.563, 155: 3.6262}, "failed"),  # the optimizer state dropped (+0.6)
+])
+def test_the_trend_spans_more_than_one_level_of_a_stepped_loss(after, verdict):
+    got = resume.judge(LEVELS, after, 152, POLICY)
+    assert got["verdict"] == verdict, got
+    assert {r["source"] for r in got["compared"]} == {"trend"}, got
+
+
 def test_judge_compares_like_with_like():
     got = resume.judge(BEFORE, {11: BEFORE[11], 12: BEFORE[12], 15: 5.25}, 10, POLICY)
     assert [(r["iteration"], r["source"]) for r in got["compared"]] == [
