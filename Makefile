@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
-# molecule/chaos is `make chaos`'s (11-20 minutes on 2 cores), not part of `make test`.
+# molecule/chaos is `make chaos`'s (16 minutes on a quiet 2-core machine, more when it is shared), not part of `make test`.
 SCENARIOS ?= $(filter-out chaos,$(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))))
 SIM_NODES ?= 3
 # make demo DEMO_SCHEDULER=slurm: Slurm on the simulated nodes, the jobs submitted through it.
