@@ -113,7 +113,10 @@ class Cluster:
 
 
 def _damage_newest_tag(ckpt: pathlib.Path) -> str:
-    tags = sorted((p for p in ckpt.iterdir() if re.match(r"global_step\d+$", p.name)),
+    # A tag whose shard is not there yet is a save still under way (or cut short by the node's
+    # loss): the newest tag that has it is the one to damage.
+    tags = sorted((p for p in ckpt.iterdir() if re.match(r"global_step\d+$", p.name)
+                   and (p / "zero_pp_rank_0_mp_rank_00_optim_states.pt").is_file()),
                   key=lambda p: int(p.name[len("global_step"):]))
     newest = tags[-1]
     shard = newest / "zero_pp_rank_0_mp_rank_00_optim_states.pt"
