@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
-# molecule/chaos is `make chaos`'s (11-20 minutes on 2 cores), not part of `make test`.
+# molecule/chaos is `make chaos`'s (16 minutes on a quiet 2-core machine, more when it is shared), not part of `make test`.
 SCENARIOS ?= $(filter-out chaos,$(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))))
 SIM_NODES ?= 3
 # make demo DEMO_SCHEDULER=slurm: Slurm on the simulated nodes, the jobs submitted through it.
@@ -19,7 +19,7 @@ help:
 	@echo "make demo   - set everything up, start $(SIM_NODES) simulated nodes, run site.yml and the burn-in on them, summarise"
 	@echo "make test   - every check: yamllint, ansible-lint, sanity, unit tests, molecule scenarios"
 	@echo "make setup  - Python venv, Docker engine and the offline node image only"
-	@echo "make chaos  - the supervisor's chaos tests: local CPU ranks (rank kill, hang, node loss, damaged tag, NaN), then Docker nodes (rank kill, node loss, the supervisor killed mid-recovery)"
+	@echo "make chaos  - the supervisor's chaos tests: local CPU ranks (rank kill, hang, node loss, damaged tag, NaN), then the real pretrain_gpt.py with MEGATRON_DS_SRC (node loss, lost optimizer state), then Docker nodes (NaN, rank kill, hang, damaged tag, full disk at a save, two kills in one save interval, node loss, the supervisor killed mid-recovery)"
 	@echo "make chaos-smoke - one fault of make chaos (a rank killed, retried), as .ci/run runs it; about 30 s"
 
 $(VENV)/.installed: requirements.txt requirements-test.txt
@@ -85,8 +85,12 @@ chaos-smoke: venv
 	$(BIN)/pytest -q -s -p no:cacheprovider tests/chaos/test_chaos_local.py::$(CHAOS_SMOKE)
 
 # Not part of `make test` (docs/benchmarks.md has the times): the local process cluster (rank
-# kill, hang, node loss with a damaged tag, NaN; 3-5 min), then molecule/chaos on Docker nodes
-# (the supervisor as deployed by supervise.yml: rank kill, a node container stopped for good).
+# kill, hang, node loss with a damaged tag, NaN; 3-5 min); with MEGATRON_DS_SRC (a checkout) and
+# MEGATRON_DS_PYTHON (a python with torch, DeepSpeed, transformers, nltk and pybind11) the real
+# pretrain_gpt.py through a node loss and a lost optimizer state (about 6 min; skipped without
+# them); then molecule/chaos on Docker nodes
+# (the supervisor as deployed by supervise.yml: NaN, rank kill, hang, damaged tag, a save into a
+# full disk, two kills within one save interval, a node container stopped for good).
 chaos: setup
 	CHAOS_REPORT=$(CURDIR)/chaos-report.json $(BIN)/pytest -q -s -p no:cacheprovider tests/chaos \
 	  --deselect tests/chaos/test_chaos_local.py::$(CHAOS_SMOKE)

@@ -10,9 +10,10 @@ scratch), the job loads another tag than the one chosen, or the optimizer state 
 the first updates throw the loss off its trend. ``judge`` compares the losses logged after the
 resume with the losses the interrupted run logged at the same iterations (the data order is the
 same: Megatron's sampler continues from the consumed samples), or, past the last one, with a
-straight line fitted to the last ones before the tag. The tolerance is the run's own noise: the
-root mean square of the residuals of that line, times ``resume_noise_factor``, and never below
-``resume_loss_floor``.
+straight line fitted to the last ones before the tag (or, when the interrupted run logged
+iterations past the tag, to its last ones before the first iteration it did not log). The
+tolerance is the run's own noise: the root mean square of the residuals of that line, times
+``resume_noise_factor``, and never below ``resume_loss_floor``.
 
 Pure functions on (iteration, loss) pairs: the supervisor feeds them from the log
 (Megatron-DeepSpeed's ``iteration N/ M | ... lm loss: X`` lines and the burn-in's
@@ -24,8 +25,12 @@ PENDING = "pending"
 OK = "ok"
 FAILED = "failed"
 
-# How many logged points before the tag the trend line is fitted to.
-TREND_WINDOW = 8
+# How many logged points the trend line is fitted to. Enough to span several passes over a small
+# data set: the burn-in's loss drops once per pass (every 8 steps in molecule/chaos), and a window
+# of 8 could sit on one level, whose small noise then failed a healthy resume whose first
+# iterations came after the next drop (28 of 200 resumes replayed from that scenario's log; none
+# with 12 or more points, and a dropped optimizer state, +0.6, still failed all 200).
+TREND_WINDOW = 20
 # Fewer points than this before the tag give no trend to judge by: three points of a falling
 # early-training loss put a line with almost no residual noise through a curve (a healthy resume
 # at iteration 6 after a tag at 3 was 0.21 off such a line, against a tolerance of 0.05, in
@@ -115,6 +120,15 @@ def judge(before, after, resumed_step, pol):
         out.update(verdict=OK, reason="too few iterations logged before global_step%s to judge the loss (%d): "
                    "only the iteration was checked" % (resumed_step, len(window)))
         return out
+    at_tag = len(window)
+    beyond = [i for i in sorted(after)[:need] if i not in before]
+    if beyond and min(beyond) - 1 > anchor:
+        # Past the iterations the interrupted run logged, the line goes through its last points
+        # before there, those after the tag included: a loss that falls in steps (the burn-in's,
+        # once per pass over its data) can sit on one level for the whole window up to the tag and
+        # have dropped to the next just after it, where a line through the tag's level alone, with
+        # that level's small noise, fails a healthy resume.
+        window = {i: before[i] for i in sorted(i for i in before if i < min(beyond))[-TREND_WINDOW:]}
     slope, intercept, noise = fit_line(window)
     tolerance = max(float(pol.get("resume_loss_floor", 0.05)), float(pol.get("resume_noise_factor", 4.0)) * noise)
     out.update(noise=round(noise, 6), tolerance=round(tolerance, 6))
@@ -127,7 +141,7 @@ def judge(before, after, resumed_step, pol):
         difference = after[iteration] - expected
         row = {"iteration": iteration, "expected": round(expected, 6), "found": round(after[iteration], 6),
                "difference": round(difference, 6), "source": source}
-        if source == "trend" and len(window) < TREND_MIN_POINTS:
+        if source == "trend" and at_tag < TREND_MIN_POINTS:
             row["judged"] = False  # recorded, not judged: too short a line (TREND_MIN_POINTS)
         out["compared"].append(row)
         if row.get("judged", True) and abs(difference) > tolerance and (
@@ -146,10 +160,10 @@ def judge(before, after, resumed_step, pol):
     judged = [r for r in out["compared"] if r.get("judged", True)]
     if not judged:
         out.update(verdict=OK, reason="too few iterations logged before global_step%s to judge the loss by its trend "
-                   "(%d, fewer than %d): only the iteration was checked" % (resumed_step, len(window), TREND_MIN_POINTS))
+                   "(%d, fewer than %d): only the iteration was checked" % (resumed_step, at_tag, TREND_MIN_POINTS))
         return out
     out.update(verdict=OK, reason="iterations %s continue the run within %.4f%s" % (
         ", ".join(str(r["iteration"]) for r in judged), tolerance,
         "" if len(judged) == len(out["compared"]) else " (iterations past the interrupted run not judged: %d points "
-        "before the tag, fewer than %d)" % (len(window), TREND_MIN_POINTS)))
+        "before the tag, fewer than %d)" % (at_tag, TREND_MIN_POINTS)))
     return out

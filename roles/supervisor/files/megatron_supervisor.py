@@ -44,7 +44,10 @@ import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
-_SAVE_FAILED = re.compile(r"No space left on device|(?:saving|save_checkpoint|save checkpoint).*(?:Error|error|failed)")
+# torch.save's zip writer does not name the errno of a write that failed (a full disk gives
+# "unexpected pos 704 vs 598" or "PytorchStreamWriter failed writing file ...").
+_SAVE_FAILED = re.compile(r"No space left on device|(?:saving|save_checkpoint|save checkpoint).*(?:Error|error|failed)"
+                          r"|PytorchStreamWriter failed writing|inline_container\.cc:\d+\] \. unexpected pos")
 _NODE_DOWN = "MegatronNodeDown"
 
 
@@ -120,13 +123,16 @@ class Progress:
             if _SAVE_FAILED.search(line):
                 self.save_failed = line.strip()[:300]
 
+    # The newest losses kept: the check needs the last ones before a tag.
+    KEEP = 400
+
     def iteration_seconds(self) -> Optional[float]:
         """The median of the recent iteration times (what an iteration lost costs), or None."""
         return sorted(self.times)[len(self.times) // 2] if self.times else None
 
     def _loss(self, iteration: int, loss: Any) -> None:
         self.losses[int(iteration)] = float(loss)
-        if len(self.losses) > 400:  # the newest: the check needs the last ones before a tag
+        if len(self.losses) > self.KEEP:
             del self.losses[min(self.losses)]
 
 
@@ -550,6 +556,10 @@ class Supervisor:
         self.log_offset = self._record_offset()
         self.stopped = bool(self.history) and self.history[-1].get("action") == _heal.STOP
         self.pending_resume: Optional[Dict[str, Any]] = None
+        # The losses the launches before the running one logged: a fault soon after a relaunch
+        # (before the next save) is resumed from that same tag, and its checked resume needs the
+        # losses logged before and after that tag, which the running launch has few or none of.
+        self.earlier_losses: Dict[int, float] = {}
         self.universal = False
         self.watching_since = self._watching_since()
         # Killed between a decision and the end of its relaunch (systemd restarts the service):
@@ -709,7 +719,19 @@ class Supervisor:
         record = self.incident.make_record(now_iso(), fault, decision, last_iteration, resumed_step, converted)
         return self.carry_out(record, decision, {
             "overrides": overrides, "resumed_step": resumed_step, "clock": clock,
-            "before_losses": dict(self.progress.losses), "saved_shape": before})
+            "before_losses": self.loss_history(), "saved_shape": before})
+
+    def loss_history(self) -> Dict[int, float]:
+        """The losses the job logged: the earlier launches', where the running launch logged the
+        same iteration its value (the newest Progress.KEEP iterations)."""
+        merged = dict(self.earlier_losses)
+        merged.update(self.progress.losses)
+        return {i: merged[i] for i in sorted(merged)[-Progress.KEEP:]}
+
+    def _keep_earlier(self, before_losses: Optional[Mapping[Any, float]]) -> None:
+        """The losses a relaunch is checked against become the history before the new launch (a
+        fallback passes those of the launch before the failed resume: the failed one's are left out)."""
+        self.earlier_losses = {int(i): float(loss) for i, loss in (before_losses or {}).items()}
 
     def carry_out(self, record: Dict[str, Any], decision: Mapping[str, Any], relaunch: Dict[str, Any]) -> Dict[str, Any]:
         """Record the decision and relaunch, exactly once even if the supervisor is killed half-way:
@@ -753,6 +775,7 @@ class Supervisor:
             self.log_offset = self._record_offset()
             self.progress = Progress()
             self.pending_resume = self._expected_resume(relaunch)
+            self._keep_earlier(relaunch["before_losses"])
         else:
             how = "relaunched"
             stop_ranks(self.config, self.shell, list(self.nodes), self.sleep, self.run)
@@ -863,6 +886,7 @@ class Supervisor:
         self.pending_resume = self._expected_resume({
             "overrides": overrides, "resumed_step": resumed_step, "clock": clock, "before_losses": before_losses,
             "saved_shape": saved_shape})
+        self._keep_earlier(before_losses)
         if proc.returncode != 0:
             record = {"at": now_iso(), "fault": "relaunch_failed", "kind": "node", "nodes": [], "action": self.heal.STOP,
                       "reason": "the relaunch command failed (rc %d): %s" % (proc.returncode, (proc.stdout + proc.stderr)[-400:]),

@@ -385,6 +385,21 @@ def test_slurm_backend_rank_exit_cancels_the_job_and_pins_the_relaunch(tmp_path)
     assert run.calls[-1][0] == "ansible-playbook"
 
 
+@pytest.mark.parametrize("line, failed", [
+    ("node1: OSError: [Errno 28] No space left on device", True),
+    # torch.save into a full disk (/dev/full in molecule/chaos): its zip writer's own words
+    ("node1: RuntimeError: [enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598", True),
+    ("node1: RuntimeError: PytorchStreamWriter failed writing file data/0: file write failed", True),
+    ("node1: BURNIN checkpoint /shared/chaos/checkpoints/global_step5 (interval)", False),
+    # a load, not a save
+    ("node1: RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central directory", False),
+])
+def test_a_failed_save_is_seen_in_the_log(line, failed):
+    progress = sup.Progress()
+    progress.update({}, [line], 1.0)
+    assert (progress.save_failed is not None) is failed, progress.save_failed
+
+
 # ------------------------------------------------------------------------------------------------
 # The checked resume (_heal.resume): after a relaunch, the first iterations must continue the run
 # ------------------------------------------------------------------------------------------------
@@ -462,6 +477,32 @@ def test_a_resume_that_does_not_continue_falls_back_once_then_stops(tmp_path, st
     assert "fallbacks used up" in again["reason"]
     assert supervisor.stopped and len(run.calls) == 2
     assert 'megatron_supervisor_stopped{job="sim-gpt"} 1' in (tmp_path / "textfile" / "megatron_supervisor.prom").read_text()
+
+
+# A second fault before the relaunched job saves again: the resume from the same tag is still
+# judged by the losses logged before that tag, by the launch the first fault interrupted.
+@pytest.mark.parametrize("second_run, third_run, action, sources", [
+    ([11], _losses([11, 12, 13]), None, ["same_iteration"] * 3),
+    ([11, 12], _losses([11, 12, 13]), None, ["same_iteration"] * 3),
+    ([11], _losses([11, 12, 13], start=6.6), "fallback", None),  # optimizer state dropped: still caught
+])
+def test_two_faults_within_one_save_interval_keep_the_resume_checked(tmp_path, second_run, third_run, action, sources):
+    config, supervisor, run = _retry_then(tmp_path, (second_run, _losses(second_run)), ([11, 12, 13], third_run))
+    supervisor.shell = FakeShell(dict(HEALTHY, node3=["Sl"]))  # the relaunch's first iteration, then node3's rank dies
+    second = supervisor.poll()
+    assert (second["fault"], second["action"], second["resumed_step"]) == ("rank_exited", "retry", 10)
+    assert second["iterations_lost"] == len(second_run)
+    assert sorted(supervisor.pending_resume["before"])[:10] == list(range(1, 11))
+    supervisor.shell = FakeShell(HEALTHY)
+    third = supervisor.poll()
+    records = sup_incident().read(config["incident_file"])[0]
+    if action is None:
+        check = records[-1]["resume_check"]
+        assert third is None and check["verdict"] == "ok", check
+        assert [r["source"] for r in check["compared"]] == sources and check["noise"] is not None, check
+    else:
+        assert (third["fault"], third["action"], third["resumed_step"]) == ("resume_failed", action, 5), third
+        assert len(run.calls) == 3
 
 
 def test_a_failed_resume_with_no_older_tag_stops(tmp_path):

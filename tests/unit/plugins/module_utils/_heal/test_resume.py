@@ -56,6 +56,43 @@ def test_a_short_run_before_the_tag_is_judged_by_its_own_iterations_only(before,
     assert all(row.get("judged", True) is (row["source"] == "same_iteration") for row in got["compared"])
 
 
+# The burn-in's loss in molecule/chaos: a level per pass over its data (8 steps), dropping by about
+# 0.17 at 33, 41, 49; the NaN at 43 leaves the run's 41 and 42 to compare one to one and 43 to the
+# trend. Its window up to the tag (33-40) is one level, with a noise of 0.016.
+STAIRS = {30: 5.063, 31: 5.1012, 32: 5.0987, 33: 4.9282, 34: 4.9232, 35: 4.8855, 36: 4.913, 37: 4.9408,
+          38: 4.932, 39: 4.957, 40: 4.943, 41: 4.7738, 42: 4.7741}
+
+
+@pytest.mark.parametrize("after, verdict, words", [
+    # the healthy rollback resume measured there (failed against the level before the drop, 4.96)
+    ({41: 4.7738, 42: 4.7741, 43: 4.7539}, "ok", "iterations 41, 42, 43 continue the run"),
+    # still caught: the optimizer state dropped, the loss back above the level before the drop
+    ({41: 5.3738, 42: 5.1741, 43: 4.9539}, "failed", "iteration 41 is"),
+    ({41: 4.7738, 42: 4.7741, 43: 5.4}, "failed", "iteration 43 is"),
+])
+def test_the_trend_goes_through_what_the_run_logged_past_the_tag(after, verdict, words):
+    got = resume.judge(STAIRS, after, 40, POLICY)
+    assert got["verdict"] == verdict and words in got["reason"], got
+    assert [r["source"] for r in got["compared"]] == ["same_iteration", "same_iteration", "trend"], got
+
+
+# The same burn-in later on (molecule/chaos): a hang's resume saves at the step it stopped at
+# (152), so nothing past the tag was logged, and 153 starts the next level.
+LEVELS = {133: 3.3187, 134: 3.3961, 135: 3.434, 136: 3.4225, 137: 3.3003, 138: 3.2765, 139: 3.2579, 140: 3.2911,
+          141: 3.1917, 142: 3.2305, 143: 3.2965, 144: 3.2586, 145: 3.1389, 146: 3.0903, 147: 3.1234, 148: 3.1565,
+          149: 3.0386, 150: 3.1109, 151: 3.1568, 152: 3.1328}
+
+
+@pytest.mark.parametrize("after, verdict", [
+    ({153: 2.9672, 154: 2.963, 155: 3.0262}, "ok"),  # measured; a line through 145-152 alone failed it
+    ({153: 3.5672, 154: 3.563, 155: 3.6262}, "failed"),  # the optimizer state dropped (+0.6)
+])
+def test_the_trend_spans_more_than_one_level_of_a_stepped_loss(after, verdict):
+    got = resume.judge(LEVELS, after, 152, POLICY)
+    assert got["verdict"] == verdict, got
+    assert {r["source"] for r in got["compared"]} == {"trend"}, got
+
+
 def test_judge_compares_like_with_like():
     got = resume.judge(BEFORE, {11: BEFORE[11], 12: BEFORE[12], 15: 5.25}, 10, POLICY)
     assert [(r["iteration"], r["source"]) for r in got["compared"]] == [
