@@ -52,6 +52,7 @@ import json
 import math
 import os
 import re
+import shlex
 import statistics
 import subprocess
 import time
@@ -192,6 +193,53 @@ def test_supervisor_service_runs():
     # as the training user, with the collection it relaunches from
     assert node("node1").run("ps -o user= -C python3").stdout.split().count("megatron") >= 1
     assert node("node1").file("/opt/megatron/ansible/collections/ansible_collections/megatron_ds/cluster/playbooks/burnin.yml").exists
+
+
+WEBHOOK = "http://127.0.0.1:9466/alerts"
+TOKEN_FILE = "/opt/megatron/supervisor/chaos.webhook-token"
+# A firing node-down alert for node3 in Alertmanager's webhook format: what a forger would post.
+FORGED = json.dumps({"status": "firing", "alerts": [{"status": "firing", "labels": {
+    "alertname": "MegatronNodeDown", "instance": "node3:9100"}}]})
+POST = ("import sys, urllib.request, urllib.error\n"
+        "headers = {'Content-Type': 'application/json'}\n"
+        "if sys.argv[2]: headers['Authorization'] = sys.argv[2]\n"
+        "req = urllib.request.Request(sys.argv[1], data=sys.argv[3].encode(), headers=headers, method='POST')\n"
+        "try:\n    print(urllib.request.urlopen(req, timeout=10).status)\n"
+        "except urllib.error.HTTPError as exc:\n    print(exc.code)\n")
+
+
+def post_alert(header: str, body: str, user: str = "root") -> int:
+    """The HTTP status the supervisor's webhook gives a POST made on node1 as ``user``."""
+    host = node("node1")
+    command = "python3 -c %s %s %s %s" % tuple(shlex.quote(a) for a in (POST, WEBHOOK, header, body))
+    if user != "root":
+        command = "runuser -u %s -- %s" % (user, command)
+    out = host.run(command)
+    assert out.rc == 0, out.stderr
+    return int(out.stdout.strip())
+
+
+def test_the_webhook_refuses_a_request_without_the_token():
+    """Item 6 on the deployed supervisor: any local user reaches 127.0.0.1, so the webhook wants
+    the role's token. Without it, or with a forged one, a firing MegatronNodeDown for node3 gets
+    401 and nothing is acted on; the token file is the supervisor's alone (0600)."""
+    head = node("node1")
+    token_file = head.file(TOKEN_FILE)
+    assert token_file.exists and token_file.mode == 0o600 and token_file.user == "megatron"
+    wait(lambda: head.run("python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 9466), 2)'").rc == 0,
+         "the webhook listening", 60)
+    before = head_text(INCIDENTS)
+    assert post_alert("", FORGED) == 401
+    assert post_alert("Bearer forged-token", FORGED) == 401
+    assert post_alert("", FORGED, user="nobody") == 401
+    # the right token is taken (a resolved alert: accepted, nothing to act on)
+    token = head.run("cat %s" % TOKEN_FILE).stdout.strip()
+    resolved = json.dumps({"status": "resolved", "alerts": [{"status": "resolved", "labels": {
+        "alertname": "MegatronNodeDown", "instance": "node3:9100"}}]})
+    assert post_alert("Bearer " + token, resolved) == 200
+    time.sleep(5)  # two polls
+    assert head_text(INCIDENTS) == before, "a refused alert was acted on"
+    assert head.service("megatron-supervisor@chaos").is_running
 
 
 def running(name: str) -> bool:
