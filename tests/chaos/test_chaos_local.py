@@ -33,6 +33,7 @@ import time
 from typing import Any, Dict, List
 
 import pytest
+from chaos_cluster import LocalCluster  # tests/chaos, beside this file
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BURNIN = ROOT / "roles" / "megatron_launch" / "files" / "burnin_gpt.py"
@@ -61,19 +62,9 @@ DS_ERROR = _deepspeed_error()
 pytestmark = pytest.mark.skipif(DS_ERROR is not None, reason="DeepSpeed is not importable here (%s)" % DS_ERROR)
 
 
-class Cluster:
+class Cluster(LocalCluster):
     def __init__(self, state: pathlib.Path) -> None:
-        self.state = state
-        self.log = state / "train.log"
-        self.incidents = state / "logs" / "incidents.jsonl"
-
-    def pids(self, node: str) -> List[int]:
-        out = subprocess.run(["pgrep", "-f", r"python[0-9.]* -u ([^ ]*/)?%s/burnin_gpt\.py( |$)" % node],
-                             capture_output=True, text=True, check=False).stdout
-        return [int(p) for p in out.split()]
-
-    def lines(self) -> List[str]:
-        return self.log.read_text(errors="replace").splitlines() if self.log.exists() else []
+        super().__init__(state, NODES, "burnin_gpt", timeout=240.0)
 
     def iterations(self) -> List[int]:
         return [int(m.group(1)) for m in (re.search(r"BURNIN step=(\d+) ", l) for l in self.lines()) if m]
@@ -83,33 +74,10 @@ class Cluster:
         found = self.iterations()
         return found[-1] if found else 0
 
-    def records(self) -> List[Dict[str, Any]]:
-        from ansible_collections.megatron_ds.cluster.plugins.module_utils._heal import incident as _incident
-        return _incident.read(str(self.incidents))[0]
-
-    def wait(self, what, timeout: float = 240.0, every: float = 0.5):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            got = what()
-            if got:
-                return got
-            time.sleep(every)
-        raise AssertionError("timed out after %.0f s waiting for %s; log tail:\n%s\nincidents: %s" % (
-            timeout, what.__doc__ or what, "\n".join(self.lines()[-25:]), self.records()))
-
     def resumed(self, count: int):
         """the incident number ``count`` resumed (its first new iteration logged)"""
         records = self.records()
         return records[count - 1] if len(records) >= count and records[count - 1].get("resumed_at") else None
-
-    def kill_all(self) -> None:
-        for node in NODES:
-            for pid in self.pids(node):
-                try:
-                    os.kill(pid, signal.SIGCONT)
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
 
 
 def _damage_newest_tag(ckpt: pathlib.Path) -> str:

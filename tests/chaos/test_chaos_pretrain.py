@@ -39,6 +39,7 @@ import time
 from typing import Any, Dict, List
 
 import pytest
+from chaos_cluster import LocalCluster  # tests/chaos, beside this file
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SUPERVISOR = ROOT / "roles" / "supervisor" / "files" / "megatron_supervisor.py"
@@ -121,19 +122,9 @@ def make_data(mds: pathlib.Path, dest: pathlib.Path) -> str:
     return str(dest / "chaos_text_document")
 
 
-class Cluster:
+class Cluster(LocalCluster):
     def __init__(self, state: pathlib.Path) -> None:
-        self.state = state
-        self.log = state / "train.log"
-        self.incidents = state / "logs" / "incidents.jsonl"
-
-    def pids(self, node: str) -> List[int]:
-        out = subprocess.run(["pgrep", "-f", r"python[0-9.]* -u ([^ ]*/)?%s/pretrain_gpt\.py( |$)" % node],
-                             capture_output=True, text=True, check=False).stdout
-        return [int(p) for p in out.split()]
-
-    def lines(self) -> List[str]:
-        return self.log.read_text(errors="replace").splitlines() if self.log.exists() else []
+        super().__init__(state, NODES, "pretrain_gpt", timeout=600.0)
 
     def launches(self) -> List[Dict[int, float]]:
         """{iteration: lm loss} of each launch, in order (train.log's start lines divide them)."""
@@ -151,35 +142,12 @@ class Cluster:
         launches = self.launches()
         return max(launches[-1]) if launches and launches[-1] else 0
 
-    def records(self) -> List[Dict[str, Any]]:
-        from ansible_collections.megatron_ds.cluster.plugins.module_utils._heal import incident as _incident
-        return _incident.read(str(self.incidents))[0]
-
-    def wait(self, what, timeout: float = 600.0, every: float = 0.5):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            got = what()
-            if got:
-                return got
-            time.sleep(every)
-        raise AssertionError("timed out after %.0f s waiting for %s; log tail:\n%s\nincidents: %s" % (
-            timeout, what.__doc__ or what, "\n".join(self.lines()[-25:]), self.records()))
-
     def checked(self, count: int):
         """the incident number ``count`` relaunched and its resume judged good"""
         records = self.records()
         if len(records) >= count and records[count - 1].get("resume_check"):
             return records[count - 1]
         return None
-
-    def kill_all(self) -> None:
-        for node in NODES:
-            for pid in self.pids(node):
-                try:
-                    os.kill(pid, signal.SIGCONT)
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
 
 
 def same_iterations(before: Dict[int, float], after: Dict[int, float]) -> Dict[int, float]:
