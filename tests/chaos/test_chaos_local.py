@@ -123,6 +123,7 @@ def start(state: pathlib.Path, stall_min: int = 30):
         "gpus_per_node": 1, "rank_pattern": r"python[0-9.]* -u ([^ ]*/)?burnin_gpt\.py( |$)",
         "log_file": str(cluster_log(state)), "record_file": str(state / "launch.json"),
         "checkpoint_dir": str(state / "ckpt"), "python": sys.executable, "inject_missing_state": True,
+        "data_follows_samples": False,  # what roles/supervisor renders for supervisor_target: burnin
         "incident_file": str(state / "logs" / "incidents.jsonl"), "textfile_dir": str(state / "logs"),
         "listen_port": 0, "poll_interval": 1, "stop_timeout": 10, "ssh_timeout": 60,
         "ssh": [sys.executable, str(HERE / "chaos_ssh.py"), str(state), "{node}"],

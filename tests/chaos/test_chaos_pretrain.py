@@ -195,7 +195,11 @@ def test_real_trainer_node_loss_and_a_dropped_optimizer_state(tmp_path):
     figures: List[Dict[str, Any]] = []
     try:
         started = time.monotonic()
-        cluster.wait(lambda: (state / "ckpt" / "latest").exists() and cluster.last() >= SAVE_INTERVAL + 4)
+        # The loss a few iterations past a tag, so that the resume is compared with iterations the
+        # interrupted run logged (a fault right at a tag leaves only the trend, which this short,
+        # noisy run's first 20 iterations make a poor yardstick: see the closing note of issue 26).
+        cluster.wait(lambda: (state / "ckpt" / "latest").exists() and cluster.last() >= SAVE_INTERVAL + 3
+                     and 3 <= cluster.last() % SAVE_INTERVAL <= 7, every=0.05)
         figures.append({"fault": "startup", "seconds": round(time.monotonic() - started, 1)})
 
         # 1. n3 lost for good

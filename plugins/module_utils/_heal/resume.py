@@ -76,7 +76,7 @@ def log_interval(points):
     return min(gaps) if gaps else 1
 
 
-def judge(before, after, resumed_step, pol):
+def judge(before, after, resumed_step, pol, same_data=True):
     """The verdict on a resume from the tag of ``resumed_step``.
 
     ``before``: the (iteration, loss) pairs the interrupted run logged; ``after``: those logged
@@ -115,6 +115,11 @@ def judge(before, after, resumed_step, pol):
         out["reason"] = "%d of %d iterations logged since the relaunch" % (len(after), need)
         return out
     anchor = int(resumed_step) if resumed_step is not None else first - 1
+    if not same_data:
+        # The relaunch reads other data at the same iteration than the interrupted run did past
+        # the tag (the burn-in draws a pool per rank, so a DP change changes its batches): only
+        # the losses up to the tag are a yardstick, through their trend.
+        before = {i: loss for i, loss in before.items() if i <= anchor}
     window = {i: before[i] for i in sorted(i for i in before if i <= anchor)[-TREND_WINDOW:]}
     if len(window) < 2:
         out.update(verdict=OK, reason="too few iterations logged before global_step%s to judge the loss (%d): "

@@ -648,7 +648,8 @@ class Supervisor:
             self.history = self.incident.read(self.config["incident_file"])[0]
             pending["resumed"] = True
         if pending and pending.get("resumed"):
-            verdict = self.resume.judge(pending["before"], self.progress.losses, pending["step"], self.policy)
+            verdict = self.resume.judge(pending["before"], self.progress.losses, pending["step"], self.policy,
+                                        self.same_data(pending))
             if verdict["verdict"] == self.resume.FAILED:
                 return self.resume_failed(verdict, clock)
             if verdict["verdict"] == self.resume.OK:
@@ -894,6 +895,16 @@ class Supervisor:
             self.incident.append(self.config["incident_file"], record)
             self.history.append(record)
             self.stopped = True
+
+    def same_data(self, pending: Mapping[str, Any]) -> bool:
+        """Whether the relaunch reads, iteration for iteration, the batches the interrupted run
+        read: always for pretrain_gpt.py (its sampler continues from the consumed samples), and
+        for a trainer whose data follows the ranks (config data_follows_samples false: the
+        burn-in) only while the data-parallel size is the one the tags were saved with."""
+        if self.config.get("data_follows_samples", True):
+            return True
+        saved = (pending.get("saved_shape") or {}).get("data_parallel")
+        return saved is None or saved == self.saved_shape().get("data_parallel")
 
     @staticmethod
     def _expected_resume(relaunch: Mapping[str, Any]) -> Dict[str, Any]:

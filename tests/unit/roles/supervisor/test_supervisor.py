@@ -750,3 +750,19 @@ def test_a_stop_decision_leaves_no_journal(tmp_path):
     record = _poll(config, FakeShell(dict(HEALTHY, node2=["Sl"])), FakeRun())[1]
     assert record["action"] == "stop"
     assert not _journal(config).exists()
+
+
+@pytest.mark.parametrize("follows, saved_dp, same", [
+    (True, 99, True),     # pretrain_gpt.py: the sampler continues from the consumed samples
+    (False, None, True),  # nothing known of the saved shape
+    (False, "now", True),  # the burn-in at the DP it saved with: the same batches
+    (False, 99, False),   # the burn-in after a DP change: other batches, judged by the trend
+])
+def test_same_data_follows_the_trainer_and_the_data_parallel_size(tmp_path, follows, saved_dp, same):
+    config = _setup(tmp_path, ["5.0"] * 14, [(10, False)])
+    config["data_follows_samples"] = follows
+    supervisor = sup.Supervisor(config, shell=FakeShell(HEALTHY), run=FakeRun(), sleep=lambda s: None,
+                                clock=lambda: 100.0)
+    now = supervisor.saved_shape()["data_parallel"]
+    shape = {} if saved_dp is None else {"data_parallel": now if saved_dp == "now" else saved_dp}
+    assert supervisor.same_data({"saved_shape": shape}) is same

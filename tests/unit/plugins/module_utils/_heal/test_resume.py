@@ -126,3 +126,22 @@ def test_log_interval(points, interval):
 
 def test_non_finite_and_unreadable_points_are_left_out():
     assert resume._points([(1, "nan"), (2, 1.5), ("x", 2.0), (3, float("inf"))]) == {2: 1.5}
+
+
+# The burn-in after DP 3 -> 2 (tests/chaos, 2026-12-06): its pool is drawn per rank, so the
+# relaunch reads other batches at iterations 76-78 than the interrupted run did, and a healthy
+# resume from global_step75 was 0.135 off that run's iteration 76 (tolerance 0.133) and fell back.
+# The losses up to the tag, through their trend, are the yardstick then.
+OTHER_BATCHES = {**trend(range(60, 76), start=3.35, slope=-0.002, wobble=0.03), 76: 3.3186, 77: 3.1857, 78: 3.2251}
+
+
+@pytest.mark.parametrize("same_data, after, verdict, source", [
+    (True, {76: 3.1832, 77: 3.2418, 78: 3.1766}, "failed", "same_iteration"),
+    (False, {76: 3.1832, 77: 3.2418, 78: 3.1766}, "ok", "trend"),
+    # a lost optimizer state is still caught by the trend
+    (False, {76: 3.1832 + 0.6, 77: 3.2418 + 0.5, 78: 3.1766 + 0.4}, "failed", "trend"),
+])
+def test_other_batches_after_a_layout_change_are_judged_by_the_trend(same_data, after, verdict, source):
+    got = resume.judge(OTHER_BATCHES, after, 75, POLICY, same_data)
+    assert got["verdict"] == verdict, got
+    assert {row["source"] for row in got["compared"]} == {source}
