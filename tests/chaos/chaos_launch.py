@@ -76,7 +76,7 @@ def trainer_commands(state: str, spec: dict, nodes: list, extra_args: list, port
     if trainer.get("megatron_dir"):
         # The real trainer: each node's copy of pretrain_gpt.py (STATE_DIR/NODE/pretrain_gpt.py, so
         # that pgrep tells the nodes apart) with train.sh's own argument list.
-        job = dict(spec, megatron_job_checkpoint_dir=ckpt, megatron_job_workdir=os.path.join(state, "job"),
+        job = dict(spec, megatron_job_checkpoint_dir=ckpt, megatron_job_workdir=state,
                    megatron_job_extra_args=extra_args, megatron_job_gpus_per_node=1)
         script, args = "pretrain_gpt.py", train_args(job)
         # The checkout first; what this launcher was given after it (a MEGATRON_DS_PYTHON wrapper's
@@ -109,10 +109,9 @@ def main(state: str, inventory_path: str, overrides_path: str) -> int:
     extra_args = overrides.pop("megatron_job_extra_args", [])
     spec.update(overrides)
     spec["nodes"] = len(nodes)
-    os.makedirs(os.path.join(state, "job"), exist_ok=True)
-    for path in (os.path.join(state, "ds_config.json"), os.path.join(state, "job", "ds_config.json")):
-        with open(path, "w") as handle:
-            json.dump(ds_config(dict(spec, megatron_job_gpus_per_node=1)), handle)
+    # STATE_DIR is the job's workdir: both trainers read STATE_DIR/ds_config.json.
+    with open(os.path.join(state, "ds_config.json"), "w") as handle:
+        json.dump(ds_config(dict(spec, megatron_job_gpus_per_node=1)), handle)
     ckpt = os.path.join(state, "ckpt")
     env = dict(os.environ, DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1")
     nan_file = os.path.join(state, "nan_at")
