@@ -106,6 +106,14 @@ options:
       - With O(python_probe=import), importing torch and DeepSpeed takes several seconds on a cold page cache.
     type: int
     default: 120
+  converge_dir:
+    description:
+      - Where the provisioning roles leave their converge stamps (C(/var/lib/megatron_ds/converge)).
+        When set, C(converge) reports every stamp there and re-checks, in the same call, the
+        files and services each stamp recorded.
+      - Used by playbooks/provision.yml to decide which roles a node still needs
+        (megatron_ds.cluster.converge_plan).
+    type: path
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
@@ -687,6 +695,23 @@ ansible_facts:
             error:
               description: Why addresses are missing from C(nodes), or null.
               type: str
+        converge:
+          description:
+            - One entry per converge stamp found in O(converge_dir), by role.
+          returned: when O(converge_dir) is set
+          type: dict
+          sample: {"os_base": {"digest": "3f2a9c01d4e5b6a7", "inputs": {"os_base_extra_packages": "9b1c2d3e4f5a6b7c"}, "problems": []}}
+          contains:
+            digest:
+              description: The digest of the role's inputs when it last finished here; null for an unreadable stamp.
+              type: str
+            inputs:
+              description: The digest of each input (variable, collection, cluster members) the role recorded.
+              type: dict
+            problems:
+              description: What no longer holds of the stamp, one line each (a managed file changed or gone, a service not active).
+              type: list
+              elements: str
         errors:
           description: Problems met while collecting, one line each, starting with the component.
           type: list
@@ -695,6 +720,7 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._converge import stamps as _stamps
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._facts.collect import Host, collect
 
 
@@ -708,6 +734,7 @@ ARGUMENT_SPEC = dict(
     ssh_sweep_user=dict(type="str"),
     root=dict(type="path", default="/"),
     timeout=dict(type="int", default=120),
+    converge_dir=dict(type="path"),
 )
 
 
@@ -722,6 +749,11 @@ def main() -> None:
                     disk_paths=params["disk_paths"], ssh_user=params["ssh_user"],
                     python_probe=params["python_probe"], ssh_sweep_user=params["ssh_sweep_user"],
                     ssh_sweep_targets=params["ssh_sweep_targets"])
+    if params["converge_dir"]:
+        # Files a stamp names are node paths: under O(root) like every other path read here.
+        facts["converge"] = _stamps.read_stamps(host.path(params["converge_dir"]),
+                                                lambda argv: host.run(argv, 30),
+                                                lambda path: _stamps.file_signature(host.path(path)))
     module.exit_json(changed=False, ansible_facts={"gpu_stack_facts": facts})
 
 

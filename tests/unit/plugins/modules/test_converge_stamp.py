@@ -1,0 +1,114 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, megatron_ds.cluster developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The converge_stamp module as Ansible runs it (docs against the argument spec, whole-module runs
+in tmp_path), its action plugin (the digest from the plan, or computed), and the converge section
+of gpu_stack_facts reading the stamps back."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Dict
+from unittest.mock import MagicMock
+
+import pytest
+
+from ansible_collections.megatron_ds.cluster.plugins.action.converge_stamp import ActionModule
+from ansible_collections.megatron_ds.cluster.plugins.modules import converge_plan as plan_doc
+from ansible_collections.megatron_ds.cluster.plugins.modules import converge_stamp as module
+from ansible_collections.megatron_ds.cluster.plugins.modules import gpu_stack_facts as facts_module
+from ansible_collections.megatron_ds.cluster.plugins.action import converge_plan as plan_action
+from ansible_collections.megatron_ds.cluster.tests.support.action_harness import make_action
+from ansible_collections.megatron_ds.cluster.tests.unit import module_runner as runner
+
+
+def run_module(args: Dict[str, Any], tmp_path: Path) -> Dict[str, Any]:
+    return runner.run_module(module, args, tmp_path, timeout=60)
+
+
+@pytest.mark.parametrize("name", ["DOCUMENTATION", "EXAMPLES", "RETURN"])
+def test_docs_are_yaml(name):
+    assert runner.module_docs(module)[name]
+    assert runner.module_docs(plan_doc)[name]
+
+
+def test_documented_options_match_the_argument_spec():
+    runner.assert_options_match_argument_spec(module)
+    # converge_plan is documentation only; its argument spec is the action plugin's.
+    plan = type("plan", (), {"ARGUMENT_SPEC": plan_action.ARGUMENT_SPEC, "DOCUMENTATION": plan_doc.DOCUMENTATION,
+                             "EXAMPLES": plan_doc.EXAMPLES, "RETURN": plan_doc.RETURN})
+    runner.assert_options_match_argument_spec(plan)
+
+
+@pytest.mark.parametrize("existing, digest, check_mode, changed, written", [
+    (None, "d1", False, True, "d1"),
+    ("d1", "d1", False, False, "d1"),
+    ("d0", "d1", False, True, "d1"),
+    (None, "d1", True, True, None),
+    ("d0", "d1", True, True, "d0"),
+])
+def test_writes_the_stamp_only_when_it_differs(tmp_path, existing, digest, check_mode, changed, written):
+    directory = tmp_path / "converge"
+    managed = tmp_path / "nccl.env"
+    managed.write_text("NCCL_DEBUG=WARN\n")
+    args = {"role": "nccl", "files": [str(managed)], "dir": str(directory), "digest": digest, "inputs": {"v": "1"}}
+    if existing:
+        assert run_module(dict(args, digest=existing), tmp_path)["changed"] is True
+    if check_mode:
+        args["_ansible_check_mode"] = True
+    result = run_module(args, tmp_path)
+    assert result["_rc"] == 0 and result["changed"] is changed
+    path = directory / "nccl.json"
+    assert result["path"] == str(path)
+    if written is None:
+        assert not path.exists()
+    else:
+        stamp = json.loads(path.read_text())
+        assert stamp["digest"] == written and stamp["files"][str(managed)].startswith("sha256:")
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"role": "nccl"}, "role nccl: no input digest; run the task through its action plugin"),
+    ({"role": "Bad-Name", "digest": "d"}, "'Bad-Name' is not a role name"),
+])
+def test_bad_arguments_fail_with_a_message(tmp_path, args, message):
+    result = run_module(dict(args, dir=str(tmp_path)), tmp_path)
+    assert result["failed"] and message in result["msg"]
+
+
+def _action(args: Dict[str, Any]) -> Any:
+    action = make_action(ActionModule, args)
+    action._execute_module = MagicMock(side_effect=lambda **kw: {"changed": True, "module_args": kw["module_args"]})
+    return action
+
+
+def test_the_action_takes_the_digest_from_this_runs_plan():
+    planned = {"inputs": {"nccl": {"digest": "abc", "inputs": {"nccl_version": "x"}}}}
+    result = _action({"role": "nccl", "files": ["/etc/megatron/nccl.env"]}).run(
+        task_vars={"__megatron_converge": planned, "inventory_hostname": "node1"})
+    sent = result["module_args"]
+    assert sent["digest"] == "abc" and sent["inputs"] == {"nccl_version": "x"} and sent["files"] == ["/etc/megatron/nccl.env"]
+
+
+def test_the_action_computes_the_digest_the_plan_would_without_a_plan():
+    task_vars = {"inventory_hostname": "node1", "groups": {"megatron_nodes": ["node1"]}, "hostvars": {"node1": {}},
+                 "megatron_stack_profile": "cpu"}
+    planned = make_action(plan_action.ActionModule, {"facts": None, "roles": ["nccl"], "profile": "cpu"}).run(task_vars=task_vars)
+    result = _action({"role": "nccl"}).run(task_vars=task_vars)
+    assert result["module_args"]["digest"] == planned["inputs"]["nccl"]["digest"]
+
+
+def test_gpu_stack_facts_reads_the_stamps_back(tmp_path):
+    directory = tmp_path / "converge"
+    managed = tmp_path / "limits.conf"
+    managed.write_text("* - memlock unlimited\n")
+    assert run_module({"role": "os_base", "files": [str(managed)], "dir": str(directory), "digest": "d1"}, tmp_path)["changed"]
+    managed.write_text("* - memlock 64\n")
+    result = runner.run_module(facts_module, {"converge_dir": str(directory)}, tmp_path)
+    converge = result["ansible_facts"]["gpu_stack_facts"]["converge"]
+    assert converge == {"os_base": {"digest": "d1", "inputs": {}, "problems": ["%s changed since the role wrote it" % managed]}}
+
+
+def test_gpu_stack_facts_without_converge_dir_reports_no_stamps(tmp_path):
+    result = runner.run_module(facts_module, {}, tmp_path)
+    assert "converge" not in result["ansible_facts"]["gpu_stack_facts"]
