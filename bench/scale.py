@@ -126,6 +126,8 @@ class RerunRound:
     converged: List[sr.Run] = field(default_factory=list)
     preflight: List[sr.Run] = field(default_factory=list)
     baseline: Optional[sr.Run] = None
+    # profile_tasks of the first converged re-run: seconds per task, slowest first.
+    tasks: List[tuple] = field(default_factory=list)
 
     @staticmethod
     def median(runs: List[sr.Run], key: str = "seconds") -> float:
@@ -142,12 +144,12 @@ def baseline_env(tree: Path, env: Dict[str, str]) -> Dict[str, str]:
 def rerun_rounds(nodes: List[int], prefix: str, args: argparse.Namespace, out: Path,
                  env: Dict[str, str]) -> List[RerunRound]:
     """For each N, the converged re-run on the first N nodes, side by side with preflight and REF."""
-    rounds = []
+    rounds, inventories = [], {}
     for n in sorted(set(nodes)):
         directory = out / f"rerun-inventory-{n}"
         directory.mkdir()
         scale_group_vars(directory)
-        inventory = directory / "hosts.yml"
+        inventory = inventories[n] = directory / "hosts.yml"
         sr.sim_cluster("inventory", "--nodes", str(n), "--prefix", prefix, "--output", str(inventory))
         current = RerunRound(n)
         for i in range(args.repeat):
@@ -156,15 +158,22 @@ def rerun_rounds(nodes: List[int], prefix: str, args: argparse.Namespace, out: P
                                                      env=env, profile=i == 0, prefix=prefix))
             current.preflight.append(sr.run_playbook(REPO / "playbooks" / "preflight.yml", inventory,
                                                      out / f"rerun-{n}-{i}-preflight.log", env=env, prefix=prefix))
-        if args.baseline_tree:
-            log(f"re-run round N={n}: {args.baseline}'s site.yml")
-            current.baseline = sr.run_playbook(args.baseline_tree / "site.yml", inventory, out / f"rerun-{n}-baseline.log",
-                                               env=baseline_env(args.baseline_tree, env), prefix=prefix)
+            if i == 0:
+                times = sr.task_times((out / f"rerun-{n}-0.log").read_text())
+                current.tasks = sorted(times.items(), key=lambda item: -item[1])
+        rounds.append(current)
+    # REF's re-runs last: REF's os_base installs REF's library on the nodes, which this tree's
+    # converge check would then rightly see as drift and repair.
+    for current in rounds if args.baseline_tree else []:
+        log(f"re-run round N={current.nodes}: {args.baseline}'s site.yml")
+        current.baseline = sr.run_playbook(args.baseline_tree / "site.yml", inventories[current.nodes],
+                                           out / f"rerun-{current.nodes}-baseline.log",
+                                           env=baseline_env(args.baseline_tree, env), prefix=prefix)
+    for current in rounds:
         bad = [run for run in current.converged + current.preflight + [current.baseline]
                if run is not None and (run.returncode or run.failed or run.unreachable)]
         if bad:
-            log(f"re-run round N={n}: a run failed; see {bad[0].log}")
-        rounds.append(current)
+            log(f"re-run round N={current.nodes}: a run failed; see {bad[0].log}")
     return rounds
 
 
@@ -210,6 +219,10 @@ def rerun_report(rounds: List[RerunRound], baseline: Optional[str]) -> List[str]
         per_node = med(top.converged, "controller_cpu") / top.nodes
         lines.append(f"goals at N={top.nodes}: re-run/preflight {ratio:.2f} (<= 3: {'met' if ratio <= 3 else 'MISSED'}), "
                      f"controller CPU per node {per_node:.2f} s (<= 2: {'met' if per_node <= 2 else 'MISSED'})")
+    if rounds and rounds[-1].tasks:
+        top = max(rounds, key=lambda r: r.nodes)
+        lines += ["", f"where the converged re-run's time goes at N={top.nodes} (profile_tasks, first round):"]
+        lines += [f"  {seconds:6.2f} s  {task}" for task, seconds in top.tasks[:10]]
     fits = {
         "converged re-run, controller CPU": fit(rounds, lambda r: med(r.converged, "controller_cpu")),
         "converged re-run, nodes' CPU": fit(rounds, lambda r: med(r.converged, "node_cpu")),

@@ -1,5 +1,8 @@
 """playbooks/provision.yml re-run on the launch scenario's nodes, converging by verification.
 
+Last of the verifier's files (pytest runs them in name order): it provisions os_base, infiniband
+and the GPU roles on nodes the other tests used as converge.yml left them.
+
 1. The first provision.yml provisions what converge.yml did not (os_base, infiniband, the GPU roles
    that the cpu profile leaves alone) and skips the roles converge.yml ran: their stamps, written
    inside the roles without a plan, give the same digests as the plan made before any role.
