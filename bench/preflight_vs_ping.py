@@ -205,6 +205,8 @@ def unpack_baseline(ref: str, out: Path) -> Path:
     tree.mkdir()
     archive = subprocess.run(["git", "-C", str(REPO), "archive", ref], stdout=subprocess.PIPE, check=True)
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    # The wheelhouse and the other caches are git-ignored: REF's playbooks find this checkout's.
+    (tree / ".cache").symlink_to(REPO / ".cache")
     return tree
 
 

@@ -126,7 +126,8 @@ class RerunRound:
     converged: List[sr.Run] = field(default_factory=list)
     preflight: List[sr.Run] = field(default_factory=list)
     baseline: Optional[sr.Run] = None
-    # profile_tasks of the first converged re-run: seconds per task, slowest first.
+    # profile_tasks of the last converged re-run (the first may do the work a change of the
+    # inventory's members asks for): seconds per task, slowest first.
     tasks: List[tuple] = field(default_factory=list)
 
     @staticmethod
@@ -155,11 +156,11 @@ def rerun_rounds(nodes: List[int], prefix: str, args: argparse.Namespace, out: P
         for i in range(args.repeat):
             log(f"re-run round N={n} #{i + 1}: site.yml, then preflight.yml")
             current.converged.append(sr.run_playbook(REPO / "site.yml", inventory, out / f"rerun-{n}-{i}.log",
-                                                     env=env, profile=i == 0, prefix=prefix))
+                                                     env=env, profile=i == args.repeat - 1, prefix=prefix))
             current.preflight.append(sr.run_playbook(REPO / "playbooks" / "preflight.yml", inventory,
                                                      out / f"rerun-{n}-{i}-preflight.log", env=env, prefix=prefix))
-            if i == 0:
-                times = sr.task_times((out / f"rerun-{n}-0.log").read_text())
+            if i == args.repeat - 1:
+                times = sr.task_times((out / f"rerun-{n}-{i}.log").read_text())
                 current.tasks = sorted(times.items(), key=lambda item: -item[1])
         rounds.append(current)
     # REF's re-runs last: REF's os_base installs REF's library on the nodes, which this tree's
@@ -203,14 +204,14 @@ def rerun_report(rounds: List[RerunRound], baseline: Optional[str]) -> List[str]
     lines = ["", "converged re-run of site.yml on the first N nodes of the provisioned cluster (median of "
              f"{len(rounds[0].converged) if rounds else 0}; {baseline or 'no baseline'} once):",
              f"{'nodes':>5}  {'re-run s':>8}  {'preflight s':>11}  {'re-run/pf':>9}  {'ctrl CPU s':>10}  "
-             f"{'per node':>8}  {'nodes CPU s':>11}  {'changed':>7}  {'baseline s':>10}  {'base ctrl CPU':>13}  {'speed-up':>8}"]
+             f"{'per node':>8}  {'nodes CPU s':>11}  {'changed, last':>13}  {'baseline s':>10}  {'base ctrl CPU':>13}  {'speed-up':>8}"]
     for r in rounds:
         ctrl = med(r.converged, "controller_cpu")
         base = r.baseline
         lines.append(
             f"{r.nodes:>5}  {med(r.converged):>8.1f}  {med(r.preflight):>11.1f}  {med(r.converged) / med(r.preflight):>9.2f}"
             f"  {ctrl:>10.1f}  {ctrl / r.nodes:>8.2f}  {med(r.converged, 'node_cpu'):>11.1f}"
-            f"  {max(run.changed for run in r.converged):>7}"
+            f"  {r.converged[-1].changed:>13}"
             + (f"  {base.seconds:>10.1f}  {base.controller_cpu:>13.1f}  {base.seconds / med(r.converged):>7.1f}x"
                if base else ""))
     if rounds:
@@ -221,7 +222,7 @@ def rerun_report(rounds: List[RerunRound], baseline: Optional[str]) -> List[str]
                      f"controller CPU per node {per_node:.2f} s (<= 2: {'met' if per_node <= 2 else 'MISSED'})")
     if rounds and rounds[-1].tasks:
         top = max(rounds, key=lambda r: r.nodes)
-        lines += ["", f"where the converged re-run's time goes at N={top.nodes} (profile_tasks, first round):"]
+        lines += ["", f"where the converged re-run's time goes at N={top.nodes} (profile_tasks, last round):"]
         lines += [f"  {seconds:6.2f} s  {task}" for task, seconds in top.tasks[:10]]
     fits = {
         "converged re-run, controller CPU": fit(rounds, lambda r: med(r.converged, "controller_cpu")),
