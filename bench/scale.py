@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import threading
@@ -180,9 +181,9 @@ def rerun_rounds(nodes: List[int], prefix: str, args: argparse.Namespace, out: P
 
 def fit(rounds: List[RerunRound], pick) -> Optional[tuple]:
     """(per node, fixed) of ``pick(round)`` over N by least squares; None below two sizes."""
-    points = [(r.nodes, pick(r)) for r in rounds]
-    points = [(x, y) for x, y in points if y == y]  # drop NaN (a missing baseline)
-    return sr.fit_line([float(x) for x, _ in points], [y for _, y in points]) if points else None
+    points = [(float(r.nodes), pick(r)) for r in rounds]
+    points = [(size, value) for size, value in points if not math.isnan(value)]  # a missing baseline
+    return sr.fit_line([size for size, value in points], [value for size, value in points]) if points else None
 
 
 def model(per_node_cpu: float, fixed_cpu: float, node_seconds: float, nodes: int,
