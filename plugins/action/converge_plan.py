@@ -66,11 +66,9 @@ class ActionModule(ActionBase):
         rows: List[Mapping[str, Any]] = []
         if gathered:
             rows = [row.as_dict() for row in _preflight.run_checks({node: facts}, profile, args["checks"])]
-        inputs: Dict[str, Dict[str, Any]] = {}
-        for role in args["roles"]:
-            digest, role_inputs = _converge_inputs.role_inputs(
-                role, task_vars, self._templar, self._loader.load_from_file, profile)
-            inputs[role] = {"digest": digest, "inputs": role_inputs}
+        computed = _converge_inputs.host_inputs(args["roles"], task_vars, self._templar, self._loader.load_from_file,
+                                                profile)
+        inputs = dict((role, {"digest": digest, "inputs": role_inputs}) for role, (digest, role_inputs) in computed.items())
         plan = _plan.plan_node(args["roles"], dict((r, v["inputs"]) for r, v in inputs.items()),
                                stamps, rows, args["mode"])
         if not gathered and args["mode"] != _plan.FULL:

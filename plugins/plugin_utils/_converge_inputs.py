@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible.errors import AnsibleError
 
@@ -135,40 +135,58 @@ def _environment(task_vars: Mapping[str, Any], load: Loader, root: str) -> Dict[
     return env
 
 
+def _cluster(task_vars: Mapping[str, Any], render: Callable[[Any], Any]) -> Dict[str, Any]:
+    """The members and every address they are known by: what os_base, cluster_ssh, shared_storage
+    and slurm write about each of them."""
+    cluster = _job_inputs.cluster(task_vars, render)
+    hostvars = task_vars.get("hostvars") or {}
+    for member in cluster["nodes"]:
+        try:
+            given = hostvars[member]
+            cluster.setdefault("ansible_host", {})[member] = str(render(given.get("ansible_host", member)))
+            address = given.get("os_base_cluster_address")
+            cluster.setdefault("os_base_cluster_address", {})[member] = str(render(address)) if address is not None else None
+        except (KeyError, AttributeError, AnsibleError):
+            continue
+    return cluster
+
+
+def host_inputs(roles: Sequence[str], task_vars: Mapping[str, Any], templar: Any, load: Loader,
+                profile: Optional[Mapping[str, Any]] = None,
+                root: str = COLLECTION_ROOT) -> Dict[str, Tuple[str, Dict[str, str]]]:
+    """``{role: (digest, {input: digest})}`` for each of ``roles`` on the host whose variables are
+    ``task_vars``; the templating environment and the cluster are built once for all of them."""
+    unknown = [role for role in roles if role not in _plan.BY_NAME]
+    if unknown:
+        raise AnsibleError("converge: %s is not a provisioning role with a converge stamp; expected one of %s"
+                           % (", ".join(repr(role) for role in unknown), ", ".join(_plan.BY_NAME)))
+    env = _environment(task_vars, load, root)
+    renderer = templar.copy_with_new_env(available_variables=env)
+    cluster = None
+    result: Dict[str, Tuple[str, Dict[str, str]]] = {}
+    for role in roles:
+        spec = _plan.BY_NAME[role]
+        defaults = role_defaults(role, load, root)
+        values: Dict[str, Any] = {}
+        for name in defaults:
+            raw = env.get(name, defaults[name])
+            try:
+                values[name] = renderer.template(raw)
+            except AnsibleError:
+                # Kept as written: the same text in both places, so the digest still agrees.
+                values[name] = "(unrendered) %s" % (raw,)
+        collection = {"version": collection_version(root), "role_files": role_files_digest(role, root),
+                      "profile": _plan.short_digest(profile or {})}
+        if spec.library:
+            collection["library"] = library_digest(root)
+        if spec.cluster_inputs and cluster is None:
+            cluster = _cluster(task_vars, renderer.template)
+        inputs = _plan.role_inputs(spec, values, collection, cluster if spec.cluster_inputs else None)
+        result[role] = (_plan.inputs_digest(inputs), dict(inputs))
+    return result
+
+
 def role_inputs(role: str, task_vars: Mapping[str, Any], templar: Any, load: Loader,
                 profile: Optional[Mapping[str, Any]] = None, root: str = COLLECTION_ROOT) -> Tuple[str, Dict[str, str]]:
     """``(digest, {input: digest})`` of ``role`` on the host whose variables are ``task_vars``."""
-    spec = _plan.BY_NAME.get(role)
-    if spec is None:
-        raise AnsibleError("converge: %r is not a provisioning role with a converge stamp; expected one of %s"
-                           % (role, ", ".join(_plan.BY_NAME)))
-    env = _environment(task_vars, load, root)
-    renderer = templar.copy_with_new_env(available_variables=env)
-    defaults = role_defaults(role, load, root)
-    values: Dict[str, Any] = {}
-    for name in defaults:
-        raw = env.get(name, defaults[name])
-        try:
-            values[name] = renderer.template(raw)
-        except AnsibleError:
-            # Kept as written: the same text in both places, so the digest still agrees.
-            values[name] = "(unrendered) %s" % (raw,)
-    collection = {"version": collection_version(root), "role_files": role_files_digest(role, root),
-                  "profile": _plan.short_digest(profile or {})}
-    if spec.library:
-        collection["library"] = library_digest(root)
-    cluster = None
-    if spec.cluster_inputs:
-        cluster = _job_inputs.cluster(task_vars, renderer.template)
-        hostvars = task_vars.get("hostvars") or {}
-        for member in cluster["nodes"]:
-            try:
-                given = hostvars[member]
-                cluster.setdefault("ansible_host", {})[member] = str(renderer.template(given.get("ansible_host", member)))
-                address = given.get("os_base_cluster_address")
-                cluster.setdefault("os_base_cluster_address", {})[member] = (
-                    str(renderer.template(address)) if address is not None else None)
-            except (KeyError, AttributeError, AnsibleError):
-                continue
-    inputs = _plan.role_inputs(spec, values, collection, cluster)
-    return _plan.inputs_digest(inputs), dict(inputs)
+    return host_inputs([role], task_vars, templar, load, profile, root)[role]
