@@ -40,6 +40,13 @@ if command -v systemctl >/dev/null 2>&1 && systemctl is-system-running >/dev/nul
   systemctl start docker
 else
   # Build machines and CI runners here have no systemd as PID 1.
+  # A dockerd that died (killed, out of memory) leaves its pid file, and a new one refuses to
+  # start beside it ("pid file found"): remove it when no process has that pid any more.
+  pidfile="${MEGATRON_DS_DOCKERD_PIDFILE:-/var/run/docker.pid}"
+  if [ -s "$pidfile" ] && ! kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+    log "removing $pidfile: the dockerd it names ($(cat "$pidfile")) is gone"
+    rm -f "$pidfile"
+  fi
   log "starting dockerd in the background (log: $dockerd_log)"
   # 9>&-: the daemon must not inherit the setup lock's descriptor, or the lock stays held for
   # as long as dockerd runs and the next setup step (the node image build) waits forever.

@@ -51,3 +51,44 @@ def test_the_setup_lock_is_free_while_the_started_dockerd_runs(tmp_path):
                 os.kill(int(pid_file.read_text()), signal.SIGTERM)
             except ProcessLookupError:
                 pass
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="ensure-docker.sh starts dockerd only as root")
+@pytest.mark.skipif(shutil.which("flock") is None, reason="flock (util-linux) is not installed")
+@pytest.mark.parametrize("owner_alive, removed", [(False, True), (True, False)])
+def test_a_pid_file_left_by_a_dead_dockerd_is_removed_before_the_start(tmp_path, owner_alive, removed):
+    """A dockerd that died leaves /var/run/docker.pid, and the next one refused to start beside it
+    ("pid file found"): .ci/run's image build then failed. A pid file whose process lives stays."""
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    up, started, docker_pid = tmp_path / "up", tmp_path / "dockerd.pid", tmp_path / "docker.pid"
+    scripts = {
+        "docker": f'#!/bin/sh\n[ -e "{up}" ]\n',
+        "dockerd": f'#!/bin/sh\necho $$ > "{started}"\ntouch "{up}"\nexec sleep 60\n',
+        "systemctl": "#!/bin/sh\nexit 1\n",
+    }
+    for name, text in scripts.items():
+        (stubs / name).write_text(text)
+        (stubs / name).chmod(0o755)
+    owner = subprocess.Popen(["sleep", "60"]) if owner_alive else None
+    if owner is None:
+        finished = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True)
+        docker_pid.write_text(finished.stdout)
+    else:
+        docker_pid.write_text("%d\n" % owner.pid)
+    env = dict(os.environ, PATH=f"{stubs}:{os.environ['PATH']}", MEGATRON_DS_SETUP_LOCK=str(tmp_path / "lock"),
+               MEGATRON_DS_DOCKERD_LOG=str(tmp_path / "dockerd.log"), MEGATRON_DS_DOCKERD_PIDFILE=str(docker_pid))
+    try:
+        run = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=90, check=False)
+        assert run.returncode == 0, run.stderr
+        assert docker_pid.exists() is not removed
+        assert ("is gone" in run.stderr) is removed
+    finally:
+        for path in (started,):
+            if path.exists():
+                try:
+                    os.kill(int(path.read_text()), signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        if owner is not None:
+            owner.kill()

@@ -2,23 +2,20 @@
 # Copyright: (c) 2026, megatron_ds.cluster developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The converge_stamp module as Ansible runs it (docs against the argument spec, whole-module runs
-in tmp_path), its action plugin (the digest from the plan, or computed), and the converge section
-of gpu_stack_facts reading the stamps back."""
+in tmp_path), and the converge section of gpu_stack_facts reading the stamps back. Only modules and
+module_utils are importable here (ansible-test's module context); the action plugins' tests are in
+tests/unit/plugins/action/."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 from typing import Any, Dict
-from unittest.mock import MagicMock
 
 import pytest
 
-from ansible_collections.megatron_ds.cluster.plugins.action.converge_stamp import ActionModule
 from ansible_collections.megatron_ds.cluster.plugins.modules import converge_plan as plan_doc
 from ansible_collections.megatron_ds.cluster.plugins.modules import converge_stamp as module
 from ansible_collections.megatron_ds.cluster.plugins.modules import gpu_stack_facts as facts_module
-from ansible_collections.megatron_ds.cluster.plugins.action import converge_plan as plan_action
-from ansible_collections.megatron_ds.cluster.tests.support.action_harness import make_action
 from ansible_collections.megatron_ds.cluster.tests.unit import module_runner as runner
 
 
@@ -34,10 +31,6 @@ def test_docs_are_yaml(name):
 
 def test_documented_options_match_the_argument_spec():
     runner.assert_options_match_argument_spec(module)
-    # converge_plan is documentation only; its argument spec is the action plugin's.
-    plan = type("plan", (), {"ARGUMENT_SPEC": plan_action.ARGUMENT_SPEC, "DOCUMENTATION": plan_doc.DOCUMENTATION,
-                             "EXAMPLES": plan_doc.EXAMPLES, "RETURN": plan_doc.RETURN})
-    runner.assert_options_match_argument_spec(plan)
 
 
 @pytest.mark.parametrize("existing, digest, check_mode, changed, written", [
@@ -74,28 +67,6 @@ def test_writes_the_stamp_only_when_it_differs(tmp_path, existing, digest, check
 def test_bad_arguments_fail_with_a_message(tmp_path, args, message):
     result = run_module(dict(args, dir=str(tmp_path)), tmp_path)
     assert result["failed"] and message in result["msg"]
-
-
-def _action(args: Dict[str, Any]) -> Any:
-    action = make_action(ActionModule, args)
-    action._execute_module = MagicMock(side_effect=lambda **kw: {"changed": True, "module_args": kw["module_args"]})
-    return action
-
-
-def test_the_action_takes_the_digest_from_this_runs_plan():
-    planned = {"inputs": {"nccl": {"digest": "abc", "inputs": {"nccl_version": "x"}}}}
-    result = _action({"role": "nccl", "files": ["/etc/megatron/nccl.env"]}).run(
-        task_vars={"__megatron_converge": planned, "inventory_hostname": "node1"})
-    sent = result["module_args"]
-    assert sent["digest"] == "abc" and sent["inputs"] == {"nccl_version": "x"} and sent["files"] == ["/etc/megatron/nccl.env"]
-
-
-def test_the_action_computes_the_digest_the_plan_would_without_a_plan():
-    task_vars = {"inventory_hostname": "node1", "groups": {"megatron_nodes": ["node1"]}, "hostvars": {"node1": {}},
-                 "megatron_stack_profile": "cpu"}
-    planned = make_action(plan_action.ActionModule, {"facts": None, "roles": ["nccl"], "profile": "cpu"}).run(task_vars=task_vars)
-    result = _action({"role": "nccl"}).run(task_vars=task_vars)
-    assert result["module_args"]["digest"] == planned["inputs"]["nccl"]["digest"]
 
 
 def test_gpu_stack_facts_reads_the_stamps_back(tmp_path):
