@@ -21,7 +21,9 @@ description:
   - A re-run of playbooks/provision.yml reads the stamps back through M(megatron_ds.cluster.gpu_stack_facts)
     (O(megatron_ds.cluster.gpu_stack_facts#module:converge_dir)) and skips the role on nodes where the
     digest is the same, the files and services are as recorded and the role's preflight checks pass.
-  - Writes only when the stamp differs from the one on the node, atomically.
+  - Writes only when the stamp differs from the one on the node, atomically. It never reports a
+    change, as the stamp is the collection's record and not the node's configuration; RV(written)
+    says whether it wrote.
 options:
   role:
     description: The role's short name (C(os_base), C(python_env), ...).
@@ -50,7 +52,7 @@ options:
     default: {}
 attributes:
   check_mode:
-    description: Reports whether it would write the stamp, writes nothing.
+    description: Writes nothing; RV(written) is false.
     support: full
   diff_mode:
     description: No diff is shown.
@@ -80,6 +82,11 @@ stamp:
   returned: always
   type: dict
   sample: {"schema": 1, "role": "os_base", "digest": "3f2a9c01d4e5b6a7", "inputs": {}, "files": {}, "services": ["chrony"]}
+written:
+  description: Whether the stamp was (re)written in this run.
+  returned: always
+  type: bool
+  sample: true
 path:
   description: The stamp file on the node.
   returned: always
@@ -116,14 +123,17 @@ def main() -> None:
     except ValueError as exc:
         module.fail_json(msg="converge_stamp: %s" % exc)
     path = _stamps.stamp_path(params["dir"], params["role"])
-    changed = not _stamps.same_stamp(_stamps.read_json(path), stamp)
-    if changed and not module.check_mode:
+    written = not _stamps.same_stamp(_stamps.read_json(path), stamp)
+    if written and not module.check_mode:
         try:
             _stamps.write_stamp(params["dir"], stamp)
         except OSError as exc:
             module.fail_json(msg="converge_stamp: role %s: cannot write %s: %s; check that %s is writable by root"
                                  % (params["role"], path, exc, os.path.dirname(path)))
-    module.exit_json(changed=changed, stamp=stamp, path=path)
+    # The stamp is the collection's own record, not the node's configuration: a run that only
+    # rewrites stamps (a role run with other variables that changed nothing on the node, a plan
+    # made in another context) still changed nothing, and says so.
+    module.exit_json(changed=False, written=written and not module.check_mode, stamp=stamp, path=path)
 
 
 if __name__ == "__main__":

@@ -33,31 +33,32 @@ def test_documented_options_match_the_argument_spec():
     runner.assert_options_match_argument_spec(module)
 
 
-@pytest.mark.parametrize("existing, digest, check_mode, changed, written", [
+@pytest.mark.parametrize("existing, digest, check_mode, written, on_disk", [
     (None, "d1", False, True, "d1"),
     ("d1", "d1", False, False, "d1"),
     ("d0", "d1", False, True, "d1"),
-    (None, "d1", True, True, None),
-    ("d0", "d1", True, True, "d0"),
+    (None, "d1", True, False, None),
+    ("d0", "d1", True, False, "d0"),
 ])
-def test_writes_the_stamp_only_when_it_differs(tmp_path, existing, digest, check_mode, changed, written):
+def test_writes_the_stamp_only_when_it_differs_and_never_reports_a_change(tmp_path, existing, digest, check_mode,
+                                                                          written, on_disk):
     directory = tmp_path / "converge"
     managed = tmp_path / "nccl.env"
     managed.write_text("NCCL_DEBUG=WARN\n")
     args = {"role": "nccl", "files": [str(managed)], "dir": str(directory), "digest": digest, "inputs": {"v": "1"}}
     if existing:
-        assert run_module(dict(args, digest=existing), tmp_path)["changed"] is True
+        assert run_module(dict(args, digest=existing), tmp_path)["written"] is True
     if check_mode:
         args["_ansible_check_mode"] = True
     result = run_module(args, tmp_path)
-    assert result["_rc"] == 0 and result["changed"] is changed
+    assert result["_rc"] == 0 and result["changed"] is False and result["written"] is written
     path = directory / "nccl.json"
     assert result["path"] == str(path)
-    if written is None:
+    if on_disk is None:
         assert not path.exists()
     else:
         stamp = json.loads(path.read_text())
-        assert stamp["digest"] == written and stamp["files"][str(managed)].startswith("sha256:")
+        assert stamp["digest"] == on_disk and stamp["files"][str(managed)].startswith("sha256:")
 
 
 @pytest.mark.parametrize("args, message", [
@@ -73,7 +74,7 @@ def test_gpu_stack_facts_reads_the_stamps_back(tmp_path):
     directory = tmp_path / "converge"
     managed = tmp_path / "limits.conf"
     managed.write_text("* - memlock unlimited\n")
-    assert run_module({"role": "os_base", "files": [str(managed)], "dir": str(directory), "digest": "d1"}, tmp_path)["changed"]
+    assert run_module({"role": "os_base", "files": [str(managed)], "dir": str(directory), "digest": "d1"}, tmp_path)["written"]
     managed.write_text("* - memlock 64\n")
     result = runner.run_module(facts_module, {"converge_dir": str(directory)}, tmp_path)
     converge = result["ansible_facts"]["gpu_stack_facts"]["converge"]
