@@ -269,6 +269,14 @@ ansible_facts:
                 persistence_mode:
                   description: Persistence mode enabled; null when unknown.
                   type: bool
+            pci_devices:
+              description:
+                - PCI addresses of the NVIDIA GPUs on the bus (vendor 0x10de, class 0x03), driver bound or not,
+                  from C(/sys/bus/pci/devices).
+                - An empty list means no NVIDIA GPU on this node; null means the node shows no PCI bus in sysfs.
+              type: list
+              elements: str
+              sample: ["0000:18:00.0", "0000:2a:00.0"]
         nvswitch:
           description: NVSwitch devices (from C(/proc/driver/nvidia-nvswitch/devices), else C(/dev/nvidia-nvswitchN)).
           type: dict

@@ -46,6 +46,7 @@ from .parsers import (
     parse_cudnn_header,
     parse_dpkg_fabricmanager,
     parse_fabricmanager_version,
+    is_nvidia_gpu,
     parse_git_head,
     parse_nccl_header,
     parse_nvidia_smi_csv,
@@ -99,10 +100,24 @@ def collect_nvidia(host: Host, errors: List[str]) -> Tuple[Dict[str, Any], Dict[
                     errors.append("gpus: nvidia-smi --query-gpu: %s" % exc)
             else:
                 errors.append("gpus: " + _cmd_error(argv, result))
-    gpus = summarize_gpus(smi_data["gpus"] if smi_data else [])
+    gpus = summarize_gpus(smi_data["gpus"] if smi_data else [], collect_pci_gpus(host))
     if driver["version"] is None and smi_data and smi_data.get("driver_version"):
         driver.update(version=smi_data["driver_version"], source="nvidia-smi")
     return driver, gpus
+
+
+def collect_pci_gpus(host: Host) -> Optional[List[str]]:
+    """PCI addresses of the NVIDIA GPUs on the bus, driver bound or not; None where the node
+    shows no PCI bus in sysfs (nothing can be said). An empty list is what tells "no NVIDIA GPU
+    on this node" from "a GPU without a working driver"."""
+    if not host.isdir("/sys/bus/pci/devices"):
+        return None
+    found = []
+    for address in sorted(host.listdir("/sys/bus/pci/devices")):
+        base = "/sys/bus/pci/devices/" + address
+        if is_nvidia_gpu(host.read_text(base + "/vendor"), host.read_text(base + "/class")):
+            found.append(address)
+    return found
 
 
 def collect_nvswitch(host: Host) -> Dict[str, Any]:

@@ -89,9 +89,22 @@ def parse_nvidia_smi_csv(text: str) -> Dict[str, Any]:
     return gpu_facts(smi.parse_csv(text))
 
 
-def summarize_gpus(gpus: List[Dict[str, Any]]) -> Dict[str, Any]:
+NVIDIA_PCI_VENDOR = "0x10de"
+
+
+def is_nvidia_gpu(vendor: Optional[str], pci_class: Optional[str]) -> bool:
+    """Whether a PCI function is an NVIDIA GPU, from its sysfs ``vendor`` and ``class`` files:
+    vendor 0x10de and base class 0x03 (display controller: VGA 0x0300, 3D 0x0302). NVSwitches
+    (class 0x0680) and NVIDIA's audio functions (0x0403) are not GPUs."""
+    vendor = (vendor or "").strip().lower()
+    pci_class = (pci_class or "").strip().lower()
+    return vendor == NVIDIA_PCI_VENDOR and pci_class.startswith("0x03") and len(pci_class) == 8
+
+
+def summarize_gpus(gpus: List[Dict[str, Any]], pci_devices: Optional[List[str]] = None) -> Dict[str, Any]:
     """The ``gpus`` section: ``model`` is the one name every GPU shares (null when mixed or none);
-    ``memory_mib`` the smallest GPU's memory, the one that limits a job."""
+    ``memory_mib`` the smallest GPU's memory, the one that limits a job; ``pci_devices`` the NVIDIA
+    GPUs on the PCI bus (None: the bus was not read)."""
     names = [g["name"] for g in gpus if g.get("name")]
     models = sorted(set(names))
     memories = [g["memory_mib"] for g in gpus if isinstance(g.get("memory_mib"), int)]
@@ -102,6 +115,7 @@ def summarize_gpus(gpus: List[Dict[str, Any]]) -> Dict[str, Any]:
         "memory_mib": min(memories) if memories else None,
         "uuids": [g["uuid"] for g in gpus if g.get("uuid")],
         "list": gpus,
+        "pci_devices": pci_devices,
     }
 
 

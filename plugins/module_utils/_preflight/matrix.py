@@ -15,6 +15,7 @@ from .._facts.integrity import MANIFEST_NAME
 from .rows import (
     FAIL,
     MISSING,
+    NO_GPU,
     PASS,
     SKIP,
     WARN,
@@ -51,6 +52,18 @@ def _cpu_skip(ctx: _Context, check: str, node: str, component: str) -> Optional[
     return _row(check, SKIP, node, component, fix="profile %s runs on CPU: no %s needed" % (ctx.name, component))
 
 
+def no_gpu_on_bus(facts: Mapping[str, Any]) -> bool:
+    """True only when the node's PCI bus was read and holds no NVIDIA GPU (``gpus.pci_devices``
+    is an empty list); None (not read, older facts) says nothing."""
+    devices = _get(facts, "gpus", "pci_devices")
+    return isinstance(devices, list) and not devices
+
+
+def _no_gpu_fix(node: str) -> str:
+    return ("%s: no PCI display controller from NVIDIA (vendor 0x10de) on %s, so no driver can load: check that "
+            "the GPUs are seated and powered (lspci -d 10de:), or take %s out of the cluster's nodes" % (NO_GPU, node, node))
+
+
 def check_driver(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
     check, comp = "driver.version", "driver"
     skipped = _cpu_skip(ctx, check, node, comp)
@@ -82,6 +95,8 @@ def check_driver(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
     if compare(str(install), floor) < 0:
         install = floor
     fix = "install NVIDIA driver %s or newer on %s with %s, then reboot" % (install, node, _role("nvidia_driver"))
+    if found is None and no_gpu_on_bus(facts):
+        return _row(check, FAIL, node, comp, NO_GPU, expected, _no_gpu_fix(node))
     if found is None:
         return _row(check, FAIL, node, comp, MISSING, expected, "no NVIDIA driver loaded: " + fix)
     try:
@@ -364,6 +379,8 @@ def check_gpus(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
     model = _text(_get(facts, "gpus", "model"))
     if count > 0:
         return _row(check, PASS, node, comp, "%d x %s" % (count, _show(model)), ">= 1 GPU")
+    if no_gpu_on_bus(facts):
+        return _row(check, FAIL, node, comp, NO_GPU, ">= 1 GPU", _no_gpu_fix(node))
     return _row(
         check, FAIL, node, comp, "no GPU", ">= 1 GPU",
         "nvidia-smi sees no GPU on %s: check the driver (%s) and the hardware, or use the cpu profile" % (node, _role("nvidia_driver")),

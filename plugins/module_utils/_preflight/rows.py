@@ -24,6 +24,8 @@ STATUSES = (PASS, FAIL, WARN, SKIP)
 
 ALL_NODES = "all"
 MISSING = "missing"
+# The words of the nvidia_driver role and of the gate for a node whose PCI bus has no NVIDIA GPU.
+NO_GPU = "no NVIDIA GPU on this node"
 
 COLLECTION = "megatron_ds.cluster"
 

@@ -1240,7 +1240,8 @@ def test_empty_root_gives_empty_facts_and_no_exception(tmp_path):
     facts = gf.collect(host_for(tmp_path), venv="/opt/venv", megatron_dir="/opt/mds", disk_paths=["/data"],
                        ssh_user="train")
     assert facts["driver"] == {"version": None, "kernel_module": None, "source": None}
-    assert facts["gpus"] == {"count": 0, "model": None, "models": [], "memory_mib": None, "uuids": [], "list": []}
+    assert facts["gpus"] == {"count": 0, "model": None, "models": [], "memory_mib": None, "uuids": [], "list": [],
+                             "pci_devices": None}
     assert facts["cuda"] == {"version": None, "source": None, "home": None, "nvcc_version": None, "installed": []}
     assert facts["cudnn"] == {"version": None, "source": None}
     assert facts["nccl"] == {"version": None, "source": None, "library": None}
@@ -1306,3 +1307,41 @@ def test_memlock_reports_the_hard_limit_and_the_container(tmp_path):
     facts = gf.collect_memlock(host_for(tmp_path), None, [])
     assert facts["container"] == "/.dockerenv"
     assert facts["hard"] == gf.memlock_limit(1) and facts["current"] == gf.memlock_limit()
+
+
+# --------------------------------------------------------------------------- PCI GPUs
+# sysfs values as the kernel prints them: vendor and class with 0x and a newline.
+@pytest.mark.parametrize(
+    "vendor, pci_class, expected",
+    [
+        ("0x10de\n", "0x030200\n", True),   # 3D controller (A100, H100, H200)
+        ("0x10de\n", "0x030000\n", True),   # VGA controller
+        ("0x10de\n", "0x068000\n", False),  # NVSwitch bridge
+        ("0x10de\n", "0x040300\n", False),  # the GPU's HDMI audio function
+        ("0x1af4\n", "0x030000\n", False),  # virtio GPU
+        ("0x8086\n", "0x020000\n", False),
+        (None, None, False),
+        ("0x10DE", "0x0302", False),          # a truncated class is not read as a GPU
+    ],
+)
+def test_is_nvidia_gpu(vendor, pci_class, expected):
+    assert gp.is_nvidia_gpu(vendor, pci_class) is expected
+
+
+@pytest.mark.parametrize(
+    "devices, expected",
+    [
+        ({}, []),
+        ({"0000:00:02.0": ("0x1af4", "0x020000"), "0000:00:01.0": ("0x1234", "0x030000")}, []),
+        ({"0000:2a:00.0": ("0x10de", "0x030200"), "0000:18:00.0": ("0x10de", "0x030200"),
+          "0000:05:00.0": ("0x10de", "0x068000")}, ["0000:18:00.0", "0000:2a:00.0"]),
+        (None, None),
+    ],
+)
+def test_collect_pci_gpus(tmp_path, devices, expected):
+    if devices is not None:
+        (tmp_path / "sys/bus/pci/devices").mkdir(parents=True)
+        for address, (vendor, pci_class) in devices.items():
+            put(tmp_path, "/sys/bus/pci/devices/%s/vendor" % address, vendor + "\n")
+            put(tmp_path, "/sys/bus/pci/devices/%s/class" % address, pci_class + "\n")
+    assert gf.collect_pci_gpus(host_for(tmp_path)) == expected

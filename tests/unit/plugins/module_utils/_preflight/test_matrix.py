@@ -103,6 +103,43 @@ def test_driver_missing():
     assert row.status == pf.FAIL and row.found == prows.MISSING and "nvidia_driver" in row.fix
 
 
+# A node without a driver says why when its PCI bus was read: no GPU at all is not a driver to
+# install (the simvm VMs: DKMS-built driver, no GPU). Unread (None, older facts) keeps "missing".
+@pytest.mark.parametrize(
+    "pci_devices, driver_found, gpu_found",
+    [
+        ([], prows.NO_GPU, prows.NO_GPU),
+        (None, prows.MISSING, "no GPU"),
+        (["0000:18:00.0"], prows.MISSING, "no GPU"),
+    ],
+)
+def test_a_node_without_driver_or_gpus_says_whether_the_bus_has_a_gpu(pci_devices, driver_found, gpu_found):
+    cluster = make_cluster()
+    cluster["node2"]["driver"]["version"] = None
+    cluster["node2"]["gpus"] = {"count": 0, "model": None, "pci_devices": pci_devices}
+    rows = run(cluster)
+    driver, gpu = row_for(rows, "driver.version", "node2"), row_for(rows, "gpu.present", "node2")
+    assert (driver.status, driver.found) == (pf.FAIL, driver_found)
+    assert (gpu.status, gpu.found) == (pf.FAIL, gpu_found)
+    if pci_devices == []:
+        assert driver.fix.startswith("no NVIDIA GPU on this node: ") and "node2" in driver.fix and "lspci" in driver.fix
+
+
+@pytest.mark.parametrize(
+    "facts, expected",
+    [
+        ({"gpus": {"pci_devices": []}}, True),
+        ({"gpus": {"pci_devices": ["0000:18:00.0"]}}, False),
+        ({"gpus": {"pci_devices": None}}, False),
+        ({"gpus": {"count": 0}}, False),
+        ({}, False),
+    ],
+)
+def test_no_gpu_on_bus_needs_a_read_and_empty_bus(facts, expected):
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils._preflight import matrix
+    assert matrix.no_gpu_on_bus(facts) is expected
+
+
 @pytest.mark.parametrize(
     "version, source, status",
     [
