@@ -13,7 +13,7 @@ SIM_NODES ?= 3
 DEMO_SCHEDULER ?= none
 
 .PHONY: help setup venv docker image demo sim-up sim-down test lint sanity units molecule \
-	molecule-% chaos chaos-smoke bench changelog clean
+	molecule-% chaos chaos-smoke bench changelog clean vm-image vm-test vm-down
 
 help:
 	@echo "make demo   - set everything up, start $(SIM_NODES) simulated nodes, run site.yml and the burn-in on them, summarise"
@@ -21,6 +21,7 @@ help:
 	@echo "make setup  - Python venv, Docker engine and the offline node image only"
 	@echo "make chaos  - the supervisor's chaos tests: local CPU ranks (rank kill, hang, node loss, damaged tag, NaN), then the real pretrain_gpt.py with MEGATRON_DS_SRC (node loss, lost optimizer state), then Docker nodes (NaN, rank kill, hang, damaged tag, full disk at a save, two kills in one save interval, node loss, the supervisor killed mid-recovery)"
 	@echo "make chaos-smoke - one fault of make chaos (a rank killed, retried), as .ci/run runs it; about 30 s"
+	@echo "make vm-test - the driver (DKMS, nouveau, reboot), soft-RoCE, PAM memlock and time sync on 2 Debian 12 VMs (qemu TCG; not in make test)"
 
 $(VENV)/.installed: requirements.txt requirements-test.txt
 	python3 -m venv $(VENV)
@@ -95,6 +96,19 @@ chaos: setup
 	CHAOS_REPORT=$(CURDIR)/chaos-report.json $(BIN)/pytest -q -s -p no:cacheprovider tests/chaos \
 	  --deselect tests/chaos/test_chaos_local.py::$(CHAOS_SMOKE)
 	CHAOS_REPORT=$(CURDIR)/chaos-report-docker.json MOLECULE_RETRIES=0 scripts/molecule-all.sh chaos
+
+# Not part of `make test`: what a container cannot test (a DKMS build for the node's kernel, the
+# nouveau blacklist, the initramfs and a reboot, RDMA devices, PAM limits in an ssh session, time
+# sync), on two Debian 12 VMs under qemu TCG (scripts/sim-vm; root needed for the image's chroot).
+# The image and its DKMS layer are cached in .cache/simvm; times in docs/benchmarks.md.
+vm-image: setup
+	scripts/sim-vm image
+
+vm-test: setup
+	tests/simvm/run.sh
+
+vm-down:
+	scripts/sim-vm down
 
 bench: setup
 	$(PY) bench/site_rerun.py
