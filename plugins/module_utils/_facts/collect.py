@@ -79,7 +79,10 @@ def collect_nvidia(host: Host, errors: List[str]) -> Tuple[Dict[str, Any], Dict[
     if parsed["version"]:
         driver.update(parsed, source="/proc/driver/nvidia/version")
     smi_data: Optional[Dict[str, Any]] = None
-    smi = host.which("nvidia-smi")
+    pci_devices = collect_pci_gpus(host)
+    # With no NVIDIA GPU on the bus nvidia-smi can only fail (exit 9, no driver loaded); its
+    # failure would be reported as a problem of the facts on a node whose only fact is "no GPU".
+    smi = host.which("nvidia-smi") if pci_devices != [] else None
     if smi:
         argv = [smi, "-q", "-x"]
         result = host.run(argv)
@@ -100,7 +103,7 @@ def collect_nvidia(host: Host, errors: List[str]) -> Tuple[Dict[str, Any], Dict[
                     errors.append("gpus: nvidia-smi --query-gpu: %s" % exc)
             else:
                 errors.append("gpus: " + _cmd_error(argv, result))
-    gpus = summarize_gpus(smi_data["gpus"] if smi_data else [], collect_pci_gpus(host))
+    gpus = summarize_gpus(smi_data["gpus"] if smi_data else [], pci_devices)
     if driver["version"] is None and smi_data and smi_data.get("driver_version"):
         driver.update(version=smi_data["driver_version"], source="nvidia-smi")
     return driver, gpus

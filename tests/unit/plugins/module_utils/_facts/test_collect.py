@@ -1345,3 +1345,30 @@ def test_collect_pci_gpus(tmp_path, devices, expected):
             put(tmp_path, "/sys/bus/pci/devices/%s/vendor" % address, vendor + "\n")
             put(tmp_path, "/sys/bus/pci/devices/%s/class" % address, pci_class + "\n")
     assert gf.collect_pci_gpus(host_for(tmp_path)) == expected
+
+
+# The VMs of make vm-test: Debian's nvidia-smi installed, no GPU on the bus. nvidia-smi exits 9
+# there; it is not asked, and nothing is reported as a problem. With a GPU on the bus, or no bus
+# read, it is asked as before.
+@pytest.mark.parametrize(
+    "devices, smi_calls",
+    [
+        ({}, 0),
+        ({"0000:00:02.0": ("0x1af4", "0x020000")}, 0),
+        ({"0000:18:00.0": ("0x10de", "0x030200")}, 2),
+        (None, 2),
+    ],
+)
+def test_nvidia_smi_is_not_asked_without_a_gpu_on_the_bus(tmp_path, devices, smi_calls):
+    tool(tmp_path, "/usr/bin/nvidia-smi")
+    if devices is not None:
+        (tmp_path / "sys/bus/pci/devices").mkdir(parents=True)
+        for address, (vendor, pci_class) in devices.items():
+            put(tmp_path, "/sys/bus/pci/devices/%s/vendor" % address, vendor + "\n")
+            put(tmp_path, "/sys/bus/pci/devices/%s/class" % address, pci_class + "\n")
+    runner = Runner({("nvidia-smi",): (9, "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.", "")})
+    errors: List[str] = []
+    driver, gpus = gf.collect_nvidia(host_for(tmp_path, runner), errors)
+    assert runner.count("nvidia-smi") == smi_calls
+    assert bool(errors) is (smi_calls > 0)
+    assert driver["version"] is None and gpus["count"] == 0
