@@ -10,6 +10,8 @@ The logic lives in module_utils/_launch/; each filter is a thin adapter.
 * ``required_files(paths, what, fix)``: paths as prelaunch_problems' ``required`` entries.
 * ``prelaunch_problems(probes, required, ssh, head, script, user)``: every reason not to start.
 * ``burnin_report(results, nodes, ranks_per_node, threshold)`` and ``burnin_table(report)``.
+* ``perftest_result(stdout)``, ``fabric_summary(pairs, min_gbps)`` and ``fabric_lines(summary)``: the
+  fabric check's ib_write_bw figures (the infiniband role's fabric_check, which the burn-in runs first).
 * ``checkpoint_shape(files)``: TP/PP/DP of a DeepSpeed checkpoint tag from its file names.
 * ``checkpoint_step(tag)``: global_stepN -> N.
 * ``checkpoint_judge(names, path, tag, expect, profile, no_pipeline_parallel)``: a resume's one
@@ -32,6 +34,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _checkpoint
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import burnin as _launch_burnin
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import checkpoints as _launch_checkpoints
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import fabric as _launch_fabric
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import prelaunch as _launch_prelaunch
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import processes as _launch_processes
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import status as _launch_status
@@ -63,6 +66,9 @@ class FilterModule:
             "prelaunch_problems": _launch_prelaunch.prelaunch_problems,
             "burnin_report": _launch_burnin.burnin_report,
             "burnin_table": _launch_burnin.burnin_table,
+            "perftest_result": _launch_fabric.perftest_result,
+            "fabric_summary": _launch_fabric.fabric_summary,
+            "fabric_lines": _launch_fabric.fabric_lines,
             "checkpoint_shape": _launch_checkpoints.checkpoint_shape,
             "checkpoint_step": _launch_checkpoints.step_of,
             "checkpoint_judge": _job_rules_features.judge_resume,

@@ -27,6 +27,8 @@ FILTERS = FilterModule().filters()
     ("ssh_sweep", (["ok a"], {"n": "a"}), {"n": {"rc": 0, "msg": ""}}),
     ("checkpoint_shape", (["mp_rank_00_model_states.pt", "mp_rank_01_model_states.pt"],),
      {"layout": "deepspeed", "tp": 2, "pp": 1, "dp": None, "no_pipeline_parallel": True, "files": 2}),
+    ("perftest_result", ("no result",), {}),
+    ("fabric_lines", (None,), []),
 ])
 def test_filters(name, args, expected):
     assert FILTERS[name](*args) == expected
@@ -36,6 +38,8 @@ def test_filters(name, args, expected):
                                         ("checkpoint_expect", ({"megatron_job_zero_stage": "x"}, 1)),
                                         ("required_files", (["/d/x", ""], "w", "f")),
                                         ("required_files", ([None], "w", "f")),
+                                        ("perftest_result", ("#bytes #iterations BW peak[kb/sec] BW average[kb/sec]",)),
+                                        ("fabric_summary", ([{"node": "n1", "rc": "x"}],)),
                                         # an expect key megatron_checkpoint_info does not know
                                         ("checkpoint_judge", ([], "/ck", "global_step1", {"tp": 1}, "cu130"))])
 def test_errors_become_filter_errors(name, args):
