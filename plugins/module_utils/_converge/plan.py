@@ -30,6 +30,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from .._preflight.rows import NO_GPU
+
 FULL = "full"
 VERIFY = "verify"
 MODES = (VERIFY, FULL)
@@ -160,10 +162,14 @@ def decide(spec: RoleSpec, inputs: Mapping[str, str], stamp: Optional[Mapping[st
 
 
 def failing_checks_by_role(rows: Iterable[Mapping[str, Any]]) -> Dict[str, List[str]]:
-    """The failing preflight rows of one node, grouped by the role that repairs them."""
+    """The failing preflight rows of one node, grouped by the role that repairs them.
+
+    A driver row that fails because the node's PCI bus holds no NVIDIA GPU is left out: no
+    reinstall loads a driver there, so re-running the role on every converge would only cost time.
+    """
     owned: Dict[str, List[str]] = {}
     for row in rows:
-        if row.get("status") != "fail":
+        if row.get("status") != "fail" or row.get("found") == NO_GPU:
             continue
         role = role_for_check(str(row.get("check")))
         if role and row["check"] not in owned.setdefault(role, []):

@@ -140,6 +140,16 @@ def test_failing_checks_by_role_keeps_failures_of_repairable_checks_once():
     assert cp.failing_checks_by_role(rows) == {"python_env": ["torch.files", "packages.files"]}
 
 
+@pytest.mark.parametrize("found, expected", [
+    ("missing", {"nvidia_driver": ["driver.version"]}),
+    ("470.239.06", {"nvidia_driver": ["driver.version"]}),
+    # The PCI bus holds no NVIDIA GPU (the VMs of make vm-test): no driver install can load there.
+    ("no NVIDIA GPU on this node", {}),
+])
+def test_failing_driver_rows_run_the_driver_role_unless_there_is_no_gpu(found, expected):
+    assert cp.failing_checks_by_role([{"check": "driver.version", "status": "fail", "found": found}]) == expected
+
+
 def test_plan_node_decides_each_role_in_the_order_given():
     inputs = {"os_base": _inputs(), "python_env": _inputs("python_env", python_env_venv="/v")}
     stamps = {"os_base": _stamp(inputs["os_base"]), "python_env": _stamp(inputs["python_env"])}
