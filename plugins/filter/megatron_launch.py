@@ -11,7 +11,8 @@ The logic lives in module_utils/_launch/; each filter is a thin adapter.
 * ``prelaunch_problems(probes, required, ssh, head, script, user)``: every reason not to start.
 * ``burnin_report(results, nodes, ranks_per_node, threshold)`` and ``burnin_table(report)``.
 * ``perftest_result(stdout)``, ``fabric_summary(pairs, min_gbps)`` and ``fabric_lines(summary)``: the
-  fabric check's ib_write_bw figures (the infiniband role's fabric_check, which the burn-in runs first).
+  fabric check's ib_write_bw figures (the infiniband role's fabric_check, which the burn-in runs first);
+  ``fabric_check_wanted(mode, local_facts, key)``: whether the burn-in runs it.
 * ``checkpoint_shape(files)``: TP/PP/DP of a DeepSpeed checkpoint tag from its file names.
 * ``checkpoint_step(tag)``: global_stepN -> N.
 * ``checkpoint_judge(names, path, tag, expect, profile, no_pipeline_parallel)``: a resume's one
@@ -69,6 +70,7 @@ class FilterModule:
             "perftest_result": _launch_fabric.perftest_result,
             "fabric_summary": _launch_fabric.fabric_summary,
             "fabric_lines": _launch_fabric.fabric_lines,
+            "fabric_check_wanted": _launch_fabric.fabric_check_wanted,
             "checkpoint_shape": _launch_checkpoints.checkpoint_shape,
             "checkpoint_step": _launch_checkpoints.step_of,
             "checkpoint_judge": _job_rules_features.judge_resume,

@@ -108,3 +108,28 @@ def fabric_lines(summary: Optional[Mapping[str, Any]]) -> List[str]:
         mark = "  <- slowest" if len(summary["pairs"]) > 1 and pair.get("node") == slowest.get("node") else ""
         lines.append("  %s -> %s: %s%s" % (pair.get("node"), pair.get("peer"), figure, mark))
     return lines
+
+
+FABRIC_CHECK_MODES = ("auto", "always", "never")
+
+
+def fabric_check_wanted(mode: str, local_facts: Sequence[Any], facts_key: str = "megatron_infiniband") -> bool:
+    """Whether the burn-in runs the fabric check, from each node's local facts (``ansible_local``).
+
+    ``always`` and ``never`` decide alone. ``auto`` runs it when there are two nodes or more and the
+    infiniband role's facts (``ansible_local[facts_key].nccl_env.NCCL_IB_HCA``) name an HCA on every
+    one of them: a node without one (a socket-only cluster, a container) has nothing to test.
+    """
+    if mode not in FABRIC_CHECK_MODES:
+        raise ValueError("megatron_launch_burnin_fabric_check is %r; expected one of %s"
+                         % (mode, ", ".join(FABRIC_CHECK_MODES)))
+    if mode != "auto":
+        return mode == "always"
+    if len(local_facts) < 2:
+        return False
+    for facts in local_facts:
+        role = (facts or {}).get(facts_key) if isinstance(facts, Mapping) else None
+        env = role.get("nccl_env") if isinstance(role, Mapping) else None
+        if not (isinstance(env, Mapping) and str(env.get("NCCL_IB_HCA") or "").strip()):
+            return False
+    return True

@@ -112,3 +112,29 @@ def test_recorded_ib_write_bw_outputs_parse(name):
     expected = float(name.rsplit("-", 1)[1].replace(".txt", "").replace("gbps", ""))
     assert result["average_gbps"] == pytest.approx(expected)
     assert result["message_bytes"] == 65536
+
+
+def _ib(hca):
+    return {"megatron_infiniband": {"nccl_env": {"NCCL_IB_HCA": hca} if hca is not None else {}}}
+
+
+@pytest.mark.parametrize("mode, local_facts, key, expected", [
+    pytest.param("auto", [_ib("=rxe0:1"), _ib("=rxe0:1")], "megatron_infiniband", True, id="hca-everywhere"),
+    pytest.param("auto", [_ib("mlx5_0:1,mlx5_1:1")] * 8, "megatron_infiniband", True, id="eight-ib-nodes"),
+    pytest.param("auto", [_ib("=rxe0:1"), _ib(None)], "megatron_infiniband", False, id="one-node-without"),
+    pytest.param("auto", [_ib("=rxe0:1"), _ib("  ")], "megatron_infiniband", False, id="blank-hca"),
+    pytest.param("auto", [_ib("=rxe0:1"), {}], "megatron_infiniband", False, id="role-never-ran"),
+    pytest.param("auto", [_ib("=rxe0:1"), None], "megatron_infiniband", False, id="no-local-facts"),
+    pytest.param("auto", [_ib("=rxe0:1")], "megatron_infiniband", False, id="one-node-no-pair"),
+    pytest.param("auto", [{"ib": _ib("x")["megatron_infiniband"]}] * 2, "ib", True, id="moved-facts-file"),
+    pytest.param("auto", [_ib("x")] * 2, "ib", False, id="other-key"),
+    pytest.param("always", [{}], "megatron_infiniband", True, id="always"),
+    pytest.param("never", [_ib("=rxe0:1")] * 2, "megatron_infiniband", False, id="never"),
+])
+def test_fabric_check_wanted(mode, local_facts, key, expected):
+    assert fabric.fabric_check_wanted(mode, local_facts, key) is expected
+
+
+def test_fabric_check_wanted_refuses_an_unknown_mode():
+    with pytest.raises(ValueError, match="'yes'; expected one of auto, always, never"):
+        fabric.fabric_check_wanted("yes", [])
