@@ -8,6 +8,7 @@ both local connections, each with its own facts directory."""
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 
@@ -109,3 +110,30 @@ def test_the_report_carries_the_fabric_figures(tmp_path):
     assert [p["node"] for p in report["fabric"]["pairs"]] == ["simvm-node1", "simvm-node2"]
     assert "fabric (ib_write_bw, one pair at a time):" in proc.stdout
     assert "simvm-node1 -> simvm-node2: 0.18 Gb/s" in proc.stdout
+
+
+@needs_ansible
+@pytest.mark.skipif(shutil.which("ss") is None, reason="no ss (iproute2) here: the check waits for the peer's server with it")
+def test_a_pair_without_traffic_stops_the_burnin_and_leaves_the_fabric_report(tmp_path):
+    """Both nodes have an HCA, so the check runs: a socket of this test stands in for the peer's
+    listening perftest server (the nodes are this machine), and the client, which has no RDMA
+    device or no perftest here, carries no traffic. The pair is named, its command addresses the
+    peer by inventory name (it has neither os_base_cluster_address nor ansible_host), and the
+    fabric report is written before the failure."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    fabric_report = tmp_path / "fabric.json"
+    try:
+        proc, report = run(tmp_path, ["=rxe0:1", "=rxe0:1"], "-e", "infiniband_fabric_check_seconds=1",
+                           "-e", "infiniband_fabric_check_port=%d" % listener.getsockname()[1],
+                           "-e", "infiniband_fabric_report_file=%s" % fabric_report)
+    finally:
+        listener.close()
+    assert proc.returncode != 0
+    assert report is None  # stopped before the burn-in's report
+    assert "node1: infiniband fabric check to node2: rc" in proc.stdout, proc.stdout[-3000:]
+    summary = json.loads(fabric_report.read_text())
+    assert summary["passed"] is False and summary["slowest"] is None
+    assert [p["command"].split()[-1] for p in summary["pairs"]] == ["node2", "node1"]
+    assert summary["problems"][0].startswith("node1 -> node2: ib_write_bw exited ")

@@ -73,8 +73,9 @@ def fabric_summary(pairs: Sequence[Mapping[str, Any]], min_gbps: float = 0.0) ->
         rc = int(pair.get("rc", -1))
         average = pair.get("average_gbps")
         if rc != 0:
-            problems.append("%s -> %s: ib_write_bw exited %d; run the pair's command by hand: %s"
-                            % (node, peer, rc, pair.get("command") or "(not recorded)"))
+            error = str(pair.get("error") or "").strip()
+            problems.append("%s -> %s: ib_write_bw exited %d%s; run the pair's command by hand: %s"
+                            % (node, peer, rc, " (%s)" % error if error else "", pair.get("command") or "(not recorded)"))
             continue
         if not isinstance(average, (int, float)):
             problems.append("%s -> %s: ib_write_bw printed no result row" % (node, peer))
