@@ -137,3 +137,4 @@ def test_a_pair_without_traffic_stops_the_burnin_and_leaves_the_fabric_report(tm
     assert summary["passed"] is False and summary["slowest"] is None
     assert [p["command"].split()[-1] for p in summary["pairs"]] == ["node2", "node1"]
     assert summary["problems"][0].startswith("node1 -> node2: ib_write_bw exited ")
+    assert summary["failed_nodes"] == ["node1", "node2"]

@@ -63,10 +63,11 @@ def fabric_summary(pairs: Sequence[Mapping[str, Any]], min_gbps: float = 0.0) ->
     """The cluster's fabric check from its pairs (``node``, ``peer``, ``rc``, ``average_gbps``).
 
     A pair whose client failed, measured nothing, or averaged at or below ``min_gbps`` is a
-    problem, named with both nodes; ``slowest`` is the pair with the lowest average, the link a
-    ring all-reduce waits for.
+    problem, named with both nodes, and its writing node is in ``failed_nodes``; ``slowest`` is
+    the pair with the lowest average, the link a ring all-reduce waits for.
     """
     problems: List[str] = []
+    failed_nodes: List[str] = []
     measured: List[Mapping[str, Any]] = []
     for pair in pairs:
         node, peer = pair.get("node"), pair.get("peer")
@@ -76,15 +77,18 @@ def fabric_summary(pairs: Sequence[Mapping[str, Any]], min_gbps: float = 0.0) ->
             error = str(pair.get("error") or "").strip()
             problems.append("%s -> %s: ib_write_bw exited %d%s; run the pair's command by hand: %s"
                             % (node, peer, rc, " (%s)" % error if error else "", pair.get("command") or "(not recorded)"))
+            failed_nodes.append(str(node))
             continue
         if not isinstance(average, (int, float)):
             problems.append("%s -> %s: ib_write_bw printed no result row" % (node, peer))
+            failed_nodes.append(str(node))
             continue
         measured.append(pair)
         if float(average) <= float(min_gbps):
             problems.append("%s -> %s: %.4g Gb/s average, expected more than %s Gb/s; check the port "
                             "state (ibv_devinfo), the link speed and NCCL_IB_GID_INDEX"
                             % (node, peer, float(average), min_gbps))
+            failed_nodes.append(str(node))
     slowest: Optional[Mapping[str, Any]] = min(measured, key=lambda p: float(p["average_gbps"])) if measured else None
     return {
         "check": "ib_write_bw",
@@ -93,6 +97,8 @@ def fabric_summary(pairs: Sequence[Mapping[str, Any]], min_gbps: float = 0.0) ->
         "slowest": dict(slowest) if slowest else None,
         "min_average_gbps": float(slowest["average_gbps"]) if slowest else None,
         "problems": problems,
+        # The nodes whose write to their peer failed: the role's per-node check reads this verdict.
+        "failed_nodes": failed_nodes,
         "passed": bool(pairs) and not problems,
     }
 

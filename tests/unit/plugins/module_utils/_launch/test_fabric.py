@@ -89,6 +89,7 @@ def test_fabric_summary(pairs, min_gbps, slowest, passed, problems):
     for message, start in zip(summary["problems"], problems):
         assert message.startswith(start)
     assert summary["pairs"] == pairs
+    assert summary["failed_nodes"] == [message.split(" -> ")[0] for message in problems]
     assert summary["min_average_gbps"] == (min(p["average_gbps"] for p in pairs if p["rc"] == 0
                                                and "average_gbps" in p) if slowest else None)
 
