@@ -9,7 +9,7 @@ For each spec the real templates (roles/megatron_job/templates: train.sh.j2, ds_
 rendered with the collection's filters, as the template module does, and read back:
 
 * train.sh by the train.sh reader (_job_script.parse_train_script): its pretrain_gpt.py
-  arguments equal the list validate_job judges (_job_rules.judged_arguments), and its launcher
+  arguments equal the list validate_job judges (_job_inputs.judged_arguments), and its launcher
   options equal _job_args.launch_args;
 * ds_config.json (json.loads) equals the dict the model builds (_job_args.ds_config), which
   validation takes as the JSON the job reads;
@@ -32,7 +32,7 @@ from ansible.plugins.filter.core import FilterModule as CoreFilters
 from ansible_collections.megatron_ds.cluster.plugins.filter.megatron_job import FilterModule as JobFilters
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import args as _job_args
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import files as _job_files
-from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import rules as _job_rules
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import inputs as _job_inputs
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import script as _job_script
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import spec as _job_spec
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._stack import profiles as _stack_profiles
@@ -147,7 +147,7 @@ def test_validation_judges_what_the_rendered_files_run(given: Dict[str, Any]) ->
     hosts = ["node%d" % (index + 1) for index in range(job["nodes"])]
     era = _stack_profiles.mds_era(job["stack_profile"])
 
-    judged, dropped = _job_rules.judged_arguments(job)
+    judged, dropped = _job_inputs.judged_arguments(job)
     script = _job_script.parse_train_script(render("train.sh.j2", job, hosts), era=era)
     assert [f for f in script["findings"] if f["status"] == "fail"] == []
     assert script["args"] == judged

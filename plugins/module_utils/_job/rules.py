@@ -14,10 +14,11 @@ No Ansible imports: unit-tested alone.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-from .._stack import profiles as _stack_profiles
-from .args import DROPPED_IS_ERROR, SPEC_FLAG_KEYS, PRECISION_FLAGS, arguments, flatten
+from .args import DROPPED_IS_ERROR, SPEC_FLAG_KEYS, PRECISION_FLAGS
+from .inputs import JobInput, last_value
+from .inputs import read as read_input
 from .findings import finding
 from .memory import check_memory
 from .model import default_ffn_hidden_size, is_llama
@@ -33,7 +34,7 @@ from .schema import PREFIX
 from .script import expected_value
 from .upstream_asserts import refusals as upstream_refusals
 from .spec import MDS_GLOBAL_BATCH_MSG, MDS_WORLD_MSG, derive, int_or_none
-from .._mds.args import LAUNCHERS, ArgValueError, args_for, classify, coerce, era_for_deepspeed, split_args
+from .._mds.args import LAUNCHERS, ArgValueError, args_for, classify, coerce, split_args
 
 # DeepSpeed's messages, verbatim (deepspeed/runtime/config.py _batch_assertion,
 # _set_batch_related_parameters).
@@ -46,30 +47,13 @@ DS_DIVISIBLE_MSG = "Train batch size must be divisible by micro-batch data paral
 MDS_NO_PP_MSG = "pipeline_model_parallel_size must be 1 if pipeline parallel is disabled"
 
 
-def era_of(spec: Mapping[str, Any], deepspeed_version: Optional[str] = None) -> str:
-    """The Megatron-DeepSpeed era that judges the job: the one the given DeepSpeed version
-    imports, else the one the spec's stack profile installs (the same by construction for
-    the profile's own pin), else HEAD."""
-    if deepspeed_version:
-        return era_for_deepspeed(deepspeed_version)
-    try:
-        return _stack_profiles.mds_era(spec.get("stack_profile"))
-    except _stack_profiles.UnknownProfileError:
-        return era_for_deepspeed(None)
-
-
-def _last_value(flags: Mapping[str, List[Tuple[str, ...]]], flag: str) -> Optional[str]:
-    values = flags.get(flag) or []
-    return values[-1][0] if values and values[-1] else None
-
-
 def _check_schedule(flags: Mapping[str, List[Tuple[str, ...]]], add: Callable[[Dict[str, str]], None]) -> None:
     """validate_args' schedule checks (4efb479d megatron/arguments.py:238-266; 9446eaac
     arguments.py:180-208, the same asserts in parse_args): a run counts iterations or samples,
     never both, and --lr-warmup-fraction replaces the warmup count of that kind, which must then be
     0 (Megatron's default; the job files render --lr-warmup-iters)."""
     def number(flag: str) -> int:
-        value = _last_value(flags, flag)
+        value = last_value(flags, flag)
         try:
             return int(float(value)) if value is not None else 0
         except ValueError:
@@ -89,25 +73,11 @@ def _check_schedule(flags: Mapping[str, List[Tuple[str, ...]]], add: Callable[[D
     if number(other):
         add(finding(
             "one learning-rate warmup", "fail", "schedule",
-            "--lr-warmup-fraction %s and %s %d" % (_last_value(flags, "--lr-warmup-fraction"), other, number(other)),
+            "--lr-warmup-fraction %s and %s %d" % (last_value(flags, "--lr-warmup-fraction"), other, number(other)),
             "--lr-warmup-fraction with %s 0" % other,
             "Megatron-DeepSpeed's validate_args asserts 'can only specify one of lr-warmup-fraction and %s' "
             "(arguments.py:%s at 4efb479d); set megatron_job_lr_warmup_iters: 0 or drop --lr-warmup-fraction"
             % (other.lstrip("-"), "251" if other == "--lr-warmup-iters" else "266")))
-
-
-def judged_arguments(spec: Mapping[str, Any], deepspeed_version: Optional[str] = None) -> Tuple[List[str], List[Tuple[str, str]]]:
-    """The pretrain_gpt.py arguments ``validate`` judges for a spec, and the settings left
-    out: _job_args.arguments, the builder train.sh renders, for the era of ``era_of``."""
-    groups, dropped = arguments(spec, era=era_of(spec, deepspeed_version))
-    return flatten(groups), dropped
-
-
-def _flag_values(args: Sequence[str], era: str) -> Dict[str, List[Tuple[str, ...]]]:
-    out: Dict[str, List[Tuple[str, ...]]] = {}
-    for parsed in split_args(args, era):
-        out.setdefault(parsed.flag, []).append(parsed.values)
-    return out
 
 
 def _ds_int(config: Mapping[str, Any], key: str, findings: List[Dict[str, str]]) -> Optional[int]:
@@ -148,44 +118,52 @@ def validate(
 
     Returns findings {check, status: pass|fail|warn, component, found, expected, fix}.
     """
-    findings: List[Dict[str, str]] = []
+    return judge(read_input(spec, ds_config, cluster, resume_checkpoint, deepspeed_version, script))
+
+
+def judge(job: JobInput) -> List[Dict[str, str]]:
+    """The findings for one job input (inputs.read), in the order validate.yml prints them."""
+    findings: List[Dict[str, str]] = list(job.findings)
     add = findings.append
-    cluster = dict(cluster or {})
-    era = script.get("era", era_for_deepspeed(deepspeed_version)) if script else era_of(spec, deepspeed_version)
-    from_script = script is not None
-    explicit = set(script.get("explicit", [])) if script else set(spec)
-    if script:
-        findings.extend(script.get("findings", []))
+    if not _check_cluster(job, add):
+        return findings
+    if job.script:
+        _check_launcher(job.script, job.nodes, job.gpus, job.hosts, add)
+    _check_arguments(job, add)
+    derived = derive(job.spec, job.nodes, job.gpus)
+    dp = derived["data_parallel_size"]
+    _check_parallelism(job.spec, derived, job.nodes, job.gpus, add)
+    _check_model(job.spec, job.tp, job.pp, job.era, add)
+    _check_grouped_query_attention(job.spec, add)
+    micro, micro_note = _effective_micro(job.spec, job.extra, findings)
+    global_batch, global_note = job.spec.get("global_batch_size"), ""
+    if global_batch is None and micro and dp:
+        global_batch = micro * dp
+        global_note = " (--global-batch-size not given: Megatron uses micro x DP)"
+    _check_batch(job, micro, micro_note, global_batch, global_note, dp, add, findings)
+    zero = check_zero(job, add)
+    check_precision(job, add)
+    check_checkpoints(job, add)
+    checkpointing = check_activation_checkpointing(job, derived, add)
+    _check_schedule(job.flags, add)
+    findings.extend(upstream_refusals(job.flags, job.era))  # validate_args' option checks, as data
+    check_flash_attn(job, add)
+    check_bias_gelu_fusion(job, add)
+    _check_memory(job, derived, micro, global_batch, zero, checkpointing, add)
+    return findings
 
-    # The arguments the job passes: the spec's own flags plus its extra_args.
-    if from_script:
-        job_args = list(script.get("args", []))  # type: ignore[union-attr]
-        dropped: List[Tuple[str, str]] = []
-    else:
-        job_args, dropped = judged_arguments(spec, deepspeed_version)
-    flags = _flag_values(job_args, era)
-    extra = list(spec.get("extra_args") or [])
 
-    # ---------------------------------------------------------------- cluster
-    nodes = int_or_none(cluster.get("nodes"))
-    hosts = cluster.get("hosts")
-    if nodes is None and hosts:
-        nodes = len(hosts)
-    job_gpus = int_or_none(spec.get("gpus_per_node"))
-    node_gpus = int_or_none(cluster.get("gpus_per_node"))
-    if node_gpus is None and hosts:
-        node_gpus = min(hosts.values())
-    if node_gpus is None:
-        node_gpus = job_gpus
-    if job_gpus is None:
-        job_gpus = node_gpus
+def _check_cluster(job: JobInput, add: Callable[[Dict[str, str]], None]) -> bool:
+    """The cluster's shape, ranks per node against the node's GPUs, and the hostfile; False when
+    the shape is unknown (nothing else can be judged)."""
+    nodes, job_gpus, node_gpus = job.nodes, job.gpus, job.node_gpus
     if not nodes or not job_gpus:
         add(finding(
             "cluster shape known", "fail", "cluster", "nodes=%s gpus_per_node=%s" % (nodes, job_gpus),
             "nodes >= 1 and gpus_per_node >= 1",
             "put the nodes in the inventory group megatron_nodes, or pass nodes= and gpus_per_node=",
         ))
-        return findings
+        return False
     if node_gpus is not None and job_gpus > node_gpus:
         add(finding(
             "ranks per node <= GPUs per node", "fail", "cluster",
@@ -199,74 +177,27 @@ def validate(
             "%d GPUs per node stay idle; set megatron_job_gpus_per_node: %d if that is not meant"
             % (node_gpus - job_gpus, node_gpus),
         ))
-    world = nodes * job_gpus
-    add(finding("world size", "pass", "cluster", "%d nodes x %d GPUs = %d" % (nodes, job_gpus, world),
+    add(finding("world size", "pass", "cluster", "%d nodes x %d GPUs = %d" % (nodes, job_gpus, nodes * job_gpus),
                 "nodes x GPUs per node"))
-    if hosts:
-        _check_hosts(hosts, nodes, job_gpus, add)
+    if job.hosts:
+        _check_hosts(job.hosts, nodes, job_gpus, add)
+    return True
 
-    # ---------------------------------------------------------------- launcher (train.sh)
-    if script:
-        _check_launcher(script, nodes, job_gpus, hosts, add)
 
-    # ---------------------------------------------------------------- arguments
-    _check_arguments(spec, script, era, extra, dropped, add)
+MEMORY_SHAPE_KEYS = ("num_layers", "hidden_size", "num_attention_heads", "seq_length", "max_position_embeddings")
 
-    tp = int_or_none(spec.get("tensor_parallel")) or 1
-    pp = int_or_none(spec.get("pipeline_parallel")) or 1
-    derived = derive(spec, nodes, job_gpus)
+
+def _check_memory(job: JobInput, derived: Mapping[str, Any], micro: Optional[int], global_batch: Optional[int],
+                  zero: Mapping[str, Any], checkpointing: Optional[str], add: Callable[[Dict[str, str]], None]) -> None:
+    """The per-GPU memory estimate, where the model's shape and the data-parallel size are known."""
     dp = derived["data_parallel_size"]
-
-    # ---------------------------------------------------------------- parallelism
-    _check_parallelism(spec, derived, nodes, job_gpus, add)
-
-    # ---------------------------------------------------------------- model shape
-    _check_model(spec, tp, pp, era, add)
-
-    _check_grouped_query_attention(spec, add)
-
-    # ---------------------------------------------------------------- batch
-    ds = dict(ds_config) if ds_config is not None else None
-    micro, micro_note = _effective_micro(spec, extra, ds, dp, findings)
-    global_batch = int_or_none(spec.get("global_batch_size"))
-    global_note = ""
-    if global_batch is None and micro and dp:
-        global_batch = micro * dp
-        global_note = " (--global-batch-size not given: Megatron uses micro x DP)"
-    _check_batch(spec, ds, micro, micro_note, global_batch, global_note, dp, from_script, add, findings)
-
-    # ---------------------------------------------------------------- ZeRO
-    zero = check_zero(spec, ds, flags, explicit, from_script, pp, deepspeed_version, era, add, findings)
-
-    # ---------------------------------------------------------------- precision
-    check_precision(spec, ds, extra, from_script, add)
-
-    # ---------------------------------------------------------------- checkpoints and resume
-    check_checkpoints(spec, flags, resume_checkpoint, tp, pp, deepspeed_version, era, add)
-
-    # ---------------------------------------------------------------- activation checkpointing
-    checkpointing = check_activation_checkpointing(spec, ds, flags, derived, add, era)
-
-    # ---------------------------------------------------------------- schedule
-    _check_schedule(flags, add)
-
-    # ---------------------------------------------------------------- validate_args' option checks (as data)
-    for refusal in upstream_refusals(flags, era):
-        add(refusal)
-
-    # ---------------------------------------------------------------- attention
-    check_flash_attn(spec, flags, from_script, add)
-    check_bias_gelu_fusion(spec, flags, from_script, add)
-
-    # ---------------------------------------------------------------- memory
-    if dp and all(int_or_none(spec.get(k)) for k in ("num_layers", "hidden_size", "num_attention_heads", "seq_length", "max_position_embeddings")):
-        mem_derived = dict(derived)
-        mem_derived["micro_batch_size"] = micro or 1
-        if micro and global_batch and dp and global_batch % (micro * dp) == 0:
-            mem_derived["gradient_accumulation_steps"] = global_batch // (micro * dp)
-        check_memory(spec, mem_derived, zero, deepspeed_version, checkpointing,
-                     int_or_none(cluster.get("gpu_memory_mib")), add)
-    return findings
+    if not dp or not all(job.spec.get(key) for key in MEMORY_SHAPE_KEYS):
+        return
+    mem_derived = dict(derived)
+    mem_derived["micro_batch_size"] = micro or 1
+    if micro and global_batch and global_batch % (micro * dp) == 0:
+        mem_derived["gradient_accumulation_steps"] = global_batch // (micro * dp)
+    check_memory(job.spec, mem_derived, zero, job.deepspeed_version, checkpointing, job.gpu_memory_mib, add)
 
 
 def _check_grouped_query_attention(spec: Mapping[str, Any], add: Callable[[Dict[str, str]], None]) -> None:
@@ -275,8 +206,7 @@ def _check_grouped_query_attention(spec: Mapping[str, Any], add: Callable[[Dict[
     (each_hidden_size = mixed_x_layer.shape[-1] // 3) unless DeepSpeed sequence parallelism is
     on, which is right only without grouping (measured on H200: 16 heads with 4 KV heads reached
     flash attention as 8 query and 32 key/value heads, docs/benchmarks.md)."""
-    kv_heads = int_or_none(spec.get("num_key_value_heads"))
-    heads = int_or_none(spec.get("num_attention_heads"))
+    kv_heads, heads = spec.get("num_key_value_heads"), spec.get("num_attention_heads")
     if kv_heads is None or heads is None or kv_heads == heads:
         return
     if heads % kv_heads:
@@ -365,9 +295,8 @@ def _check_launcher(script: Mapping[str, Any], nodes: int, job_gpus: int, hosts:
         ))
 
 
-def _check_arguments(spec: Mapping[str, Any], script: Optional[Mapping[str, Any]], era: str,
-                     extra: List[str], dropped: List[Tuple[str, str]],
-                     add: Callable[[Dict[str, str]], None]) -> None:
+def _check_arguments(job: JobInput, add: Callable[[Dict[str, str]], None]) -> None:
+    spec, era, extra, dropped, script = job.spec, job.era, job.extra, job.dropped, job.from_script
     where = "train.sh" if script else "megatron_job_extra_args"
     for parsed in split_args(extra, era):
         flag, values = parsed.flag, parsed.values
@@ -452,12 +381,10 @@ def _tp_allreduce_gib(spec: Mapping[str, Any], derived: Mapping[str, Any]) -> Op
     """GiB each rank all-reduces for tensor parallelism per iteration: 4 all-reduces (2 forward,
     2 backward) of micro x seq x hidden activations per layer of its stage and micro-batch, 2 bytes
     each in bf16/fp16 and 4 in fp32. None where the shape is not known."""
-    layers = int_or_none(spec.get("num_layers"))
-    seq = int_or_none(spec.get("seq_length"))
-    hidden = int_or_none(spec.get("hidden_size"))
-    micro = int_or_none(spec.get("micro_batch_size"))
-    grad_acc = int_or_none(derived.get("gradient_accumulation_steps"))
-    pp = int_or_none(derived.get("pipeline_parallel")) or 1
+    layers, seq, hidden = spec.get("num_layers"), spec.get("seq_length"), spec.get("hidden_size")
+    micro = spec.get("micro_batch_size")
+    grad_acc = derived.get("gradient_accumulation_steps")
+    pp = derived.get("pipeline_parallel") or 1
     if not (layers and seq and hidden and micro and grad_acc):
         return None
     width = 4 if (spec.get("precision") or "fp32") == "fp32" else 2
@@ -531,8 +458,7 @@ def _check_ds_sequence_parallel(spec: Mapping[str, Any], sp: int, add: Callable[
     the attention all-to-all hands each rank heads / SP heads (megatron/model/transformer.py:618
     asserts the division when it builds the layer); Megatron's own sequence parallelism cannot
     run beside it (megatron/initialize.py:247-252 raises). All three stop the job at start-up."""
-    heads = int_or_none(spec.get("num_attention_heads"))
-    seq = int_or_none(spec.get("seq_length"))
+    heads, seq = spec.get("num_attention_heads"), spec.get("seq_length")
     if heads:
         ok = heads % sp == 0
         add(finding(
@@ -562,14 +488,11 @@ def _check_ds_sequence_parallel(spec: Mapping[str, Any], sp: int, add: Callable[
 
 
 def _check_model(spec: Mapping[str, Any], tp: int, pp: int, era: str, add: Callable[[Dict[str, str]], None]) -> None:
-    heads = int_or_none(spec.get("num_attention_heads"))
-    hidden = int_or_none(spec.get("hidden_size"))
-    layers = int_or_none(spec.get("num_layers"))
-    seq = int_or_none(spec.get("seq_length"))
-    positions = int_or_none(spec.get("max_position_embeddings"))
+    heads, hidden, layers = spec.get("num_attention_heads"), spec.get("hidden_size"), spec.get("num_layers")
+    seq, positions = spec.get("seq_length"), spec.get("max_position_embeddings")
     # Megatron-DeepSpeed's own default when the job sets none: 4h, or for the llama preset
     # (--swiglu) int(8h/3 / 64) x 64 (megatron/arguments.py 287-296 at 4efb479d).
-    ffn = int_or_none(spec.get("ffn_hidden_size")) or default_ffn_hidden_size(spec, hidden)
+    ffn = spec.get("ffn_hidden_size") or default_ffn_hidden_size(spec, hidden)
     if heads:
         ok = heads % tp == 0
         add(finding(
@@ -614,9 +537,9 @@ def _check_model(spec: Mapping[str, Any], tp: int, pp: int, era: str, add: Calla
         ))
 
 
-def _effective_micro(spec: Mapping[str, Any], extra: List[str], ds: Optional[Dict[str, Any]],
-                     dp: Optional[int], findings: List[Dict[str, str]]) -> Tuple[Optional[int], str]:
-    micro = int_or_none(spec.get("micro_batch_size"))
+def _effective_micro(spec: Mapping[str, Any], extra: List[str],
+                     findings: List[Dict[str, str]]) -> Tuple[Optional[int], str]:
+    micro = spec.get("micro_batch_size")
     if micro is not None:
         return micro, ""
     obsolete = [p for p in split_args(extra) if p.flag == "--batch-size" and p.values]
@@ -662,9 +585,10 @@ def _ds_batch(ds: Dict[str, Any], dp: int, findings: List[Dict[str, str]]) -> Tu
     return train, micro, acc, derived
 
 
-def _check_batch(spec: Mapping[str, Any], ds: Optional[Dict[str, Any]], micro: Optional[int], micro_note: str,
-                 global_batch: Optional[int], global_note: str, dp: Optional[int], from_script: bool,
+def _check_batch(job: JobInput, micro: Optional[int], micro_note: str,
+                 global_batch: Optional[int], global_note: str, dp: Optional[int],
                  add: Callable[[Dict[str, str]], None], findings: List[Dict[str, str]]) -> None:
+    ds, from_script = job.ds, job.from_script
     if dp is None:
         return
     if micro is not None and micro < 1:

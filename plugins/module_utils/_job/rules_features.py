@@ -9,13 +9,14 @@ No Ansible imports: unit-tested alone.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
+from typing import Any, Callable, Dict, Iterable, Mapping, NamedTuple, Optional
 
 from .. import _checkpoint
 from .._stack import profiles as _stack_profiles
 from .args import (BF16_PIPE_ZERO_OPTIMIZER_SINCE, BF16_ZERO0_FP32_ACCUMULATION_REFUSED_SINCE, LATE_ADAM_WRAPPERS,
                    PRECISION_FLAGS, needs_fp32_grad_accum, zero0_optimizer)
 from .findings import finding
+from .inputs import last_value
 from .memory import version_lt
 from .schema import PREFIX, ZERO_STAGES
 from .spec import int_or_none
@@ -196,37 +197,50 @@ def _check_zero3_weight_decay(spec: Mapping[str, Any], init_stage: Optional[int]
     ))
 
 
-def check_zero(spec: Mapping[str, Any], ds: Optional[Dict[str, Any]], flags: Mapping[str, Any], explicit: Iterable[str],
-               from_script: bool, pp: int, deepspeed_version: Optional[str], era: str,
-               add: Callable[[Dict[str, str]], None], findings: List[Dict[str, str]]) -> Dict[str, Any]:
-    arg_stage = int_or_none(spec.get("zero_stage"))
-    zero_section: Mapping[str, Any] = {}
-    if ds is not None:
-        raw = ds.get("zero_optimization")
-        zero_section = raw if isinstance(raw, Mapping) else {}
-        stage = int_or_none(zero_section.get("stage", 0))
-        if stage not in ZERO_STAGES:
-            add(finding("ds_config ZeRO stage", "fail", "zero", zero_section.get("stage"), "0, 1, 2 or 3",
-                        "set zero_optimization.stage to 0-3"))
-            stage = 0
-        offload_opt = offload_device(zero_section.get("offload_optimizer")) != "none" or bool(zero_section.get("cpu_offload"))
-        offload_param = offload_device(zero_section.get("offload_param")) != "none" or bool(zero_section.get("cpu_offload_param"))
-        known = ZERO_KEYS_092 if era == BEFORE_REBASE else ZERO_KEYS_HEAD
-        unknown = sorted(k for k in zero_section if k not in known)
-        if unknown:
-            add(finding(
-                "ds_config zero_optimization keys", "fail", "ds_config", ", ".join(unknown),
-                "keys DeepSpeed's ZeRO config declares",
-                "DeepSpeed's config model forbids unknown keys (pydantic extra=forbid) and stops at "
-                "start; remove or correct them",
-            ))
-        stage_source = "ds_config zero_optimization.stage"
-    else:
-        stage = arg_stage if arg_stage is not None else 0
-        offload_opt = spec.get("zero_offload_optimizer") == "cpu"
-        offload_param = spec.get("zero_offload_param") == "cpu"
-        stage_source = "megatron_job_zero_stage"
-    ds_pipeline = not spec.get("no_pipeline_parallel")
+class _Zero(NamedTuple):
+    """The ZeRO configuration the job runs: from ds_config.json when given, else from the spec."""
+
+    stage: int
+    offload_optimizer: bool
+    offload_param: bool
+    source: str
+    section: Mapping[str, Any]
+
+
+def _zero_config(job: Any, add: Callable[[Dict[str, str]], None]) -> _Zero:
+    """The stage and offloads DeepSpeed will use, with the ds_config section's own checks."""
+    spec, ds = job.spec, job.ds
+    if ds is None:
+        arg_stage = spec.get("zero_stage")
+        return _Zero(arg_stage if arg_stage is not None else 0, spec.get("zero_offload_optimizer") == "cpu",
+                     spec.get("zero_offload_param") == "cpu", "megatron_job_zero_stage", {})
+    raw = ds.get("zero_optimization")
+    section: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    stage = int_or_none(section.get("stage", 0))  # ds_config.json is the user's file: "2" reads as 2
+    if stage not in ZERO_STAGES:
+        add(finding("ds_config ZeRO stage", "fail", "zero", section.get("stage"), "0, 1, 2 or 3",
+                    "set zero_optimization.stage to 0-3"))
+        stage = 0
+    known = ZERO_KEYS_092 if job.era == BEFORE_REBASE else ZERO_KEYS_HEAD
+    unknown = sorted(k for k in section if k not in known)
+    if unknown:
+        add(finding(
+            "ds_config zero_optimization keys", "fail", "ds_config", ", ".join(unknown),
+            "keys DeepSpeed's ZeRO config declares",
+            "DeepSpeed's config model forbids unknown keys (pydantic extra=forbid) and stops at "
+            "start; remove or correct them",
+        ))
+    return _Zero(
+        stage,
+        offload_device(section.get("offload_optimizer")) != "none" or bool(section.get("cpu_offload")),
+        offload_device(section.get("offload_param")) != "none" or bool(section.get("cpu_offload_param")),
+        "ds_config zero_optimization.stage", section,
+    )
+
+
+def _check_zero_pipeline(zero: _Zero, pp: int, ds_pipeline: bool, add: Callable[[Dict[str, str]], None]) -> None:
+    """DeepSpeed's pipeline engine takes ZeRO-0/1 only."""
+    stage = zero.stage
     if stage >= 2 and ds_pipeline:
         if pp > 1:
             fix = ("use ZeRO-1 (zero_stage: 1) to keep PP %d, or set PP 1 with --no-pipeline-parallel "
@@ -237,66 +251,80 @@ def check_zero(spec: Mapping[str, Any], ds: Optional[Dict[str, Any]], flags: Map
         add(finding(
             "ZeRO stage vs pipeline engine", "fail", "zero",
             "ZeRO-%d (%s), DeepSpeed pipeline engine (PP %d%s)" % (
-                stage, stage_source, pp, ", no --no-pipeline-parallel" if pp == 1 else ""),
+                stage, zero.source, pp, ", no --no-pipeline-parallel" if pp == 1 else ""),
             "ZeRO-0/1 with the pipeline engine", "DeepSpeed asserts '%s'; %s" % (DS_PIPE_ZERO_MSG, fix),
         ))
     else:
         add(finding("ZeRO stage vs pipeline engine", "pass", "zero",
                     "ZeRO-%d, %s" % (stage, "pipeline engine" if ds_pipeline else "--no-pipeline-parallel"),
                     "ZeRO-2/3 only with --no-pipeline-parallel"))
-    if ds is not None:
-        bf16 = bool(enabled(ds.get("bf16")) or enabled(ds.get("bfloat16")))
-        if needs_fp32_grad_accum(stage, bf16, ds_pipeline, deepspeed_version):
-            data_types = ds.get("data_types") if isinstance(ds.get("data_types"), Mapping) else {}
-            accum = data_types.get("grad_accum_dtype")
-            ok = str(accum).lower() == "fp32"
-            add(finding(
-                "bf16 ZeRO-1 pipeline optimizer", "pass" if ok else "fail", "zero",
-                "DeepSpeed %s, bf16, ZeRO-1, pipeline engine, data_types.grad_accum_dtype %s" % (
-                    deepspeed_version, "fp32" if ok else ("missing" if accum is None else accum)),
-                'ds_config "data_types": {"grad_accum_dtype": "fp32"}',
-                "" if ok else (
-                    "DeepSpeed %s keeps bf16 gradient accumulation under ZeRO and so wraps the optimizer in its "
-                    "ZeRO optimizer, but its pipeline engine calls clear_lp_grads() and get_grads_for_reduction(), "
-                    "which only the BF16 optimizer has: the first step stops with an AttributeError. Add "
-                    '"data_types": {"grad_accum_dtype": "fp32"} to ds_config.json (the megatron_job role writes '
-                    "it), or use DeepSpeed >= %s" % (deepspeed_version, BF16_PIPE_ZERO_OPTIMIZER_SINCE)),
-            ))
-    if stage == 0:
-        _check_zero0_optimizer(spec, ds, ds_pipeline, deepspeed_version, add)
-    # zero.Init follows Megatron's --zero-stage, not the JSON (a mismatch fails below).
-    _check_zero3_weight_decay(spec, arg_stage if arg_stage is not None else stage, era, add)
-    if ds is not None:
-        if from_script and "zero_stage" not in explicit:
-            found = "--zero-stage not given (Megatron default 1)"
-        else:
-            found = "--zero-stage %s" % arg_stage
-        ok = arg_stage == stage
+
+
+def _check_bf16_pipe_optimizer(ds: Mapping[str, Any], stage: int, ds_pipeline: bool, deepspeed_version: Optional[str],
+                               add: Callable[[Dict[str, str]], None]) -> None:
+    """bf16 under ZeRO-1 with the pipeline engine needs fp32 gradient accumulation on some DeepSpeed releases."""
+    bf16 = bool(enabled(ds.get("bf16")) or enabled(ds.get("bfloat16")))
+    if not needs_fp32_grad_accum(stage, bf16, ds_pipeline, deepspeed_version):
+        return
+    data_types = ds.get("data_types") if isinstance(ds.get("data_types"), Mapping) else {}
+    accum = data_types.get("grad_accum_dtype")
+    ok = str(accum).lower() == "fp32"
+    add(finding(
+        "bf16 ZeRO-1 pipeline optimizer", "pass" if ok else "fail", "zero",
+        "DeepSpeed %s, bf16, ZeRO-1, pipeline engine, data_types.grad_accum_dtype %s" % (
+            deepspeed_version, "fp32" if ok else ("missing" if accum is None else accum)),
+        'ds_config "data_types": {"grad_accum_dtype": "fp32"}',
+        "" if ok else (
+            "DeepSpeed %s keeps bf16 gradient accumulation under ZeRO and so wraps the optimizer in its "
+            "ZeRO optimizer, but its pipeline engine calls clear_lp_grads() and get_grads_for_reduction(), "
+            "which only the BF16 optimizer has: the first step stops with an AttributeError. Add "
+            '"data_types": {"grad_accum_dtype": "fp32"} to ds_config.json (the megatron_job role writes '
+            "it), or use DeepSpeed >= %s" % (deepspeed_version, BF16_PIPE_ZERO_OPTIMIZER_SINCE)),
+    ))
+
+
+def _check_zero_stage_agrees(job: Any, stage: int, add: Callable[[Dict[str, str]], None]) -> None:
+    """Megatron's --zero-stage against the stage in ds_config.json."""
+    arg_stage = job.spec.get("zero_stage")
+    if job.from_script and "zero_stage" not in job.explicit:
+        found = "--zero-stage not given (Megatron default 1)"
+    else:
+        found = "--zero-stage %s" % arg_stage
+    ok = arg_stage == stage
+    add(finding(
+        "--zero-stage == ds_config stage", "pass" if ok else "fail", "zero",
+        "%s, ds_config stage %d" % (found, stage), "equal",
+        "" if ok else "DeepSpeed takes the stage from the JSON, Megatron-DeepSpeed uses "
+        "--zero-stage for deepspeed.zero.Init (stage 3) and its statistics; pass --zero-stage %d" % stage,
+    ))
+
+
+def _check_offload(job: Any, zero: _Zero, add: Callable[[Dict[str, str]], None]) -> None:
+    """Parameter offload needs ZeRO-3; optimizer offload needs DeepSpeed's CPU Adam."""
+    if zero.offload_param and zero.stage != 3:
         add(finding(
-            "--zero-stage == ds_config stage", "pass" if ok else "fail", "zero",
-            "%s, ds_config stage %d" % (found, stage), "equal",
-            "" if ok else "DeepSpeed takes the stage from the JSON, Megatron-DeepSpeed uses "
-            "--zero-stage for deepspeed.zero.Init (stage 3) and its statistics; pass --zero-stage %d" % stage,
-        ))
-    if offload_param and stage != 3:
-        add(finding(
-            "offload_param only with ZeRO-3", "fail", "zero", "offload_param with ZeRO-%d" % stage, "ZeRO-3",
+            "offload_param only with ZeRO-3", "fail", "zero", "offload_param with ZeRO-%d" % zero.stage, "ZeRO-3",
             "parameter offload is valid only with stage 3 (DeepSpeed ignores it otherwise); use ZeRO-3 "
             "(with --no-pipeline-parallel) or drop offload_param",
         ))
-    if offload_opt:
-        cpu_optimizer = "--cpu-optimizer" in flags and "--cpu_torch_adam" not in flags
-        forced = ds is None or ds.get("zero_force_ds_cpu_optimizer", True) not in (False, "false")
-        if not cpu_optimizer and forced:
-            add(finding(
-                "ZeRO-Offload optimizer", "fail", "zero",
-                "offload_optimizer cpu, Megatron's GPU optimizer (no --cpu-optimizer)",
-                "--cpu-optimizer (DeepSpeedCPUAdam)",
-                "DeepSpeed raises ZeRORuntimeException: '%s ...'; pass --cpu-optimizer (megatron_job_"
-                "zero_offload_optimizer: cpu does it), or set \"zero_force_ds_cpu_optimizer\": false "
-                "and accept a slow client optimizer" % DS_OFFLOAD_CLIENT_OPT_MSG,
-            ))
-    if ds is not None and isinstance(ds.get("optimizer"), Mapping):
+    if not zero.offload_optimizer:
+        return
+    cpu_optimizer = "--cpu-optimizer" in job.flags and "--cpu_torch_adam" not in job.flags
+    forced = job.ds is None or job.ds.get("zero_force_ds_cpu_optimizer", True) not in (False, "false")
+    if not cpu_optimizer and forced:
+        add(finding(
+            "ZeRO-Offload optimizer", "fail", "zero",
+            "offload_optimizer cpu, Megatron's GPU optimizer (no --cpu-optimizer)",
+            "--cpu-optimizer (DeepSpeedCPUAdam)",
+            "DeepSpeed raises ZeRORuntimeException: '%s ...'; pass --cpu-optimizer (megatron_job_"
+            "zero_offload_optimizer: cpu does it), or set \"zero_force_ds_cpu_optimizer\": false "
+            "and accept a slow client optimizer" % DS_OFFLOAD_CLIENT_OPT_MSG,
+        ))
+
+
+def _check_ds_client_sections(spec: Mapping[str, Any], ds: Mapping[str, Any], add: Callable[[Dict[str, str]], None]) -> None:
+    """ds_config optimizer and scheduler sections, which Megatron-DeepSpeed's own optimizer overrides."""
+    if isinstance(ds.get("optimizer"), Mapping):
         params = ds["optimizer"].get("params") or {}
         conflicts = []
         for key, spec_key in (("lr", "lr"), ("weight_decay", "weight_decay")):
@@ -309,22 +337,43 @@ def check_zero(spec: Mapping[str, Any], ds: Optional[Dict[str, Any]], flags: Map
             "ignored: Megatron-DeepSpeed passes its own optimizer to deepspeed.initialize ('Using client "
             "Optimizer as basic optimizer'), so --lr, --weight-decay and --adam-* rule; remove the section",
         ))
-    if ds is not None and isinstance(ds.get("scheduler"), Mapping):
+    if isinstance(ds.get("scheduler"), Mapping):
         add(finding(
             "ds_config scheduler section", "warn", "ds_config", "scheduler %s" % ds["scheduler"].get("type"),
             "no scheduler section", "ignored: Megatron-DeepSpeed passes its own LR scheduler; use --lr-* flags",
         ))
+
+
+def check_zero(job: Any, add: Callable[[Dict[str, str]], None]) -> Dict[str, Any]:
+    """The ZeRO rules for a job input (inputs.JobInput); returns the ZeRO setup the memory estimate uses."""
+    spec, ds = job.spec, job.ds
+    zero = _zero_config(job, add)
+    ds_pipeline = not spec.get("no_pipeline_parallel")
+    _check_zero_pipeline(zero, job.pp, ds_pipeline, add)
+    if ds is not None:
+        _check_bf16_pipe_optimizer(ds, zero.stage, ds_pipeline, job.deepspeed_version, add)
+    if zero.stage == 0:
+        _check_zero0_optimizer(spec, ds, ds_pipeline, job.deepspeed_version, add)
+    # zero.Init follows Megatron's --zero-stage, not the JSON (a mismatch fails below).
+    arg_stage = spec.get("zero_stage")
+    _check_zero3_weight_decay(spec, arg_stage if arg_stage is not None else zero.stage, job.era, add)
+    if ds is not None:
+        _check_zero_stage_agrees(job, zero.stage, add)
+    _check_offload(job, zero, add)
+    if ds is not None:
+        _check_ds_client_sections(spec, ds, add)
     return {
-        "stage": stage,
-        "offload_optimizer": offload_opt,
-        "offload_param": offload_param,
-        "reduce_bucket_size": int_or_none(zero_section.get("reduce_bucket_size")) if ds is not None else spec.get("zero_reduce_bucket_size"),
-        "allgather_bucket_size": int_or_none(zero_section.get("allgather_bucket_size")) if ds is not None else spec.get("zero_allgather_bucket_size"),
+        "stage": zero.stage,
+        "offload_optimizer": zero.offload_optimizer,
+        "offload_param": zero.offload_param,
+        "reduce_bucket_size": int_or_none(zero.section.get("reduce_bucket_size")) if ds is not None else spec.get("zero_reduce_bucket_size"),
+        "allgather_bucket_size": int_or_none(zero.section.get("allgather_bucket_size")) if ds is not None else spec.get("zero_allgather_bucket_size"),
     }
 
 
-def check_precision(spec: Mapping[str, Any], ds: Optional[Dict[str, Any]], extra: List[str], from_script: bool,
-                    add: Callable[[Dict[str, str]], None]) -> None:
+def check_precision(job: Any, add: Callable[[Dict[str, str]], None]) -> None:
+    """--bf16/--fp16 against each other and against ds_config.json's sections."""
+    spec, ds, extra = job.spec, job.ds, job.extra
     precision = spec.get("precision") or "fp32"
     arg_flags = set()
     if precision in ("bf16", "fp16"):
@@ -407,11 +456,11 @@ def judge_resume(names: Iterable[str], path: str, tag: str, expect: Mapping[str,
     return judged
 
 
-def check_checkpoints(spec: Mapping[str, Any], flags: Mapping[str, Any], resume: Optional[Mapping[str, Any]],
-                      tp: int, pp: int, deepspeed_version: Optional[str], era: str,
-                      add: Callable[[Dict[str, str]], None]) -> None:
+def check_checkpoints(job: Any, add: Callable[[Dict[str, str]], None]) -> None:
+    """--save with its interval, --no-load-optim under DeepSpeed, and the layout of the checkpoint to resume."""
+    spec, flags, era = job.spec, job.flags, job.era
     if spec.get("checkpoint_dir"):
-        interval = int_or_none(spec.get("save_interval"))
+        interval = spec.get("save_interval")
         ok = interval is not None and interval > 0
         add(finding(
             "--save with --save-interval", "pass" if ok else "fail", "checkpoints",
@@ -432,11 +481,14 @@ def check_checkpoints(spec: Mapping[str, Any], flags: Mapping[str, Any], resume:
             + "): the optimizer state is loaded anyway. To start the optimizer afresh use --finetune, which also "
             "restarts the iteration count and the learning-rate schedule at 0; else drop the flag",
         ))
-    if not resume:
-        return
-    ck_tp = int_or_none(resume.get("tp") or resume.get("tensor_parallel"))
-    ck_pp = int_or_none(resume.get("pp") or resume.get("pipeline_parallel"))
-    ck_nopp = resume.get("no_pipeline_parallel")
+    if job.resume:
+        _check_resume(job, add)
+
+
+def _check_resume(job: Any, add: Callable[[Dict[str, str]], None]) -> None:
+    """The checkpoint's TP/PP and model form against the job's."""
+    spec, tp, pp = job.spec, job.tp, job.pp
+    ck_tp, ck_pp, ck_nopp = job.resume["tp"], job.resume["pp"], job.resume["no_pipeline_parallel"]
     if ck_nopp is not None and bool(ck_nopp) != bool(spec.get("no_pipeline_parallel")):
         add(finding(
             "checkpoint model form", "fail", "resume",
@@ -449,7 +501,7 @@ def check_checkpoints(spec: Mapping[str, Any], flags: Mapping[str, Any], resume:
         add(finding("checkpoint TP/PP == job TP/PP", "pass", "resume", "TP %s PP %s" % (ck_tp, ck_pp),
                     "TP %d PP %d" % (tp, pp)))
         return
-    fix = universal_fix(deepspeed_version, era, ck_tp, ck_pp)
+    fix = universal_fix(job.deepspeed_version, job.era, ck_tp, ck_pp)
     add(finding(
         "checkpoint TP/PP == job TP/PP", "fail", "resume", "checkpoint TP %s PP %s" % (ck_tp, ck_pp),
         "TP %d PP %d (the job)" % (tp, pp),
@@ -460,13 +512,13 @@ def check_checkpoints(spec: Mapping[str, Any], flags: Mapping[str, Any], resume:
 CPU_DS_CHECKPOINTING_CHECK = "DeepSpeed activation checkpointing runs on the accelerator"
 
 
-def check_activation_checkpointing(spec: Mapping[str, Any], ds: Optional[Dict[str, Any]], flags: Mapping[str, Any],
-                                   derived: Mapping[str, Any], add: Callable[[Dict[str, str]], None],
-                                   era: str = HEAD) -> Optional[str]:
-    granularity_values = flags.get("--recompute-granularity") or []
-    granularity = granularity_values[-1][0] if granularity_values and granularity_values[-1] else None
-    method_values = flags.get("--recompute-method") or []
-    method = method_values[-1][0] if method_values and method_values[-1] else None
+def check_activation_checkpointing(job: Any, derived: Mapping[str, Any],
+                                   add: Callable[[Dict[str, str]], None]) -> Optional[str]:
+    """Activation checkpointing and recompute as Megatron-DeepSpeed and DeepSpeed take them;
+    returns what is recomputed ("full", "selective" or None) for the memory estimate."""
+    spec, flags = job.spec, job.flags
+    granularity = last_value(flags, "--recompute-granularity")
+    method = last_value(flags, "--recompute-method")
     checkpoint = bool(spec.get("activation_checkpointing")) or "--checkpoint-activations" in flags
     if "--recompute-activations" in flags:
         granularity = "selective"
@@ -474,49 +526,75 @@ def check_activation_checkpointing(spec: Mapping[str, Any], ds: Optional[Dict[st
     # checkpoints nothing unless --checkpoint-activations or --recompute-* asks
     # (transformer.py ParallelTransformer.forward).
     any_checkpointing = checkpoint or granularity is not None
+    if any_checkpointing and "--deepspeed-activation-checkpointing" in flags:
+        _check_cpu_ds_checkpointing(spec, add)
+    _check_partitioning(spec, job.ds, flags, any_checkpointing, add)
+    _check_ds_checkpointing_section(job.ds, flags, add)
+    _check_recompute_method(job.era, derived, flags, checkpoint, granularity, method, add)
+    if checkpoint or granularity == "full":
+        return "full"
+    if granularity == "selective":
+        return "selective"
+    return None
+
+
+def _check_cpu_ds_checkpointing(spec: Mapping[str, Any], add: Callable[[Dict[str, str]], None]) -> None:
+    """DeepSpeed's checkpointing cannot run on the CPU accelerator."""
     try:
         accelerator = _stack_profiles.get(spec.get("stack_profile")).get("accelerator")
     except _stack_profiles.UnknownProfileError:
         accelerator = None
-    if any_checkpointing and "--deepspeed-activation-checkpointing" in flags and accelerator == "cpu":
-        # Found by bench/layout_parity.py: every rank of the role's recompute row stopped at its
-        # first forward.
-        add(finding(
-            CPU_DS_CHECKPOINTING_CHECK, "fail", "activation checkpointing",
-            "--deepspeed-activation-checkpointing on the %s stack profile (DS_ACCELERATOR=cpu)" % spec.get("stack_profile"),
-            "Megatron's own recompute on CPU ranks",
-            "DeepSpeed's checkpoint function takes a stream from the accelerator "
-            "(deepspeed/runtime/activation_checkpointing/checkpointing.py:604-605 at 0.19.6), and the CPU "
-            "accelerator's Stream is None (deepspeed/accelerator/cpu_accelerator.py:118-120): every rank stops at "
-            "its first forward with \"TypeError: 'NoneType' object is not callable\". Set "
-            "megatron_job_activation_checkpointing: false and give Megatron's own recompute in "
-            "megatron_job_extra_args (--recompute-granularity full --recompute-method uniform "
-            "--recompute-num-layers 1), which trains the same (docs/benchmarks.md, 'Layouts that train the same')",
-        ))
+    if accelerator != "cpu":
+        return
+    # Found by bench/layout_parity.py: every rank of the role's recompute row stopped at its
+    # first forward.
+    add(finding(
+        CPU_DS_CHECKPOINTING_CHECK, "fail", "activation checkpointing",
+        "--deepspeed-activation-checkpointing on the %s stack profile (DS_ACCELERATOR=cpu)" % spec.get("stack_profile"),
+        "Megatron's own recompute on CPU ranks",
+        "DeepSpeed's checkpoint function takes a stream from the accelerator "
+        "(deepspeed/runtime/activation_checkpointing/checkpointing.py:604-605 at 0.19.6), and the CPU "
+        "accelerator's Stream is None (deepspeed/accelerator/cpu_accelerator.py:118-120): every rank stops at "
+        "its first forward with \"TypeError: 'NoneType' object is not callable\". Set "
+        "megatron_job_activation_checkpointing: false and give Megatron's own recompute in "
+        "megatron_job_extra_args (--recompute-granularity full --recompute-method uniform "
+        "--recompute-num-layers 1), which trains the same (docs/benchmarks.md, 'Layouts that train the same')",
+    ))
+
+
+def _check_partitioning(spec: Mapping[str, Any], ds: Optional[Mapping[str, Any]], flags: Mapping[str, Any],
+                        any_checkpointing: bool, add: Callable[[Dict[str, str]], None]) -> None:
+    """Activation partitioning needs something checkpointed, and DeepSpeed's checkpointing configured."""
     json_partition = bool(ds_get(ds or {}, "activation_checkpointing", "partition_activations"))
     partition = bool(spec.get("partition_activations")) or "--partition-activations" in flags or json_partition
-    if partition:
-        source = []
-        if json_partition:
-            source.append("ds_config activation_checkpointing.partition_activations")
-        if spec.get("partition_activations") or "--partition-activations" in flags:
-            source.append("--partition-activations")
+    if not partition:
+        return
+    source = []
+    if json_partition:
+        source.append("ds_config activation_checkpointing.partition_activations")
+    if spec.get("partition_activations") or "--partition-activations" in flags:
+        source.append("--partition-activations")
+    add(finding(
+        "activation partitioning needs checkpointing", "pass" if any_checkpointing else "fail",
+        "activation checkpointing",
+        "%s%s" % (" and ".join(source), "" if any_checkpointing else ", no activation checkpointing"),
+        "--checkpoint-activations (or --recompute-granularity full) with --deepspeed-activation-checkpointing",
+        "" if any_checkpointing else "partitioning splits the checkpointed activations across TP ranks, so "
+        "with nothing checkpointed it does nothing and the memory plan is wrong; add --checkpoint-activations "
+        "--deepspeed-activation-checkpointing (megatron_job_activation_checkpointing: true) or drop partitioning",
+    ))
+    if any_checkpointing and "--deepspeed-activation-checkpointing" not in flags:
         add(finding(
-            "activation partitioning needs checkpointing", "pass" if any_checkpointing else "fail",
-            "activation checkpointing",
-            "%s%s" % (" and ".join(source), "" if any_checkpointing else ", no activation checkpointing"),
-            "--checkpoint-activations (or --recompute-granularity full) with --deepspeed-activation-checkpointing",
-            "" if any_checkpointing else "partitioning splits the checkpointed activations across TP ranks, so "
-            "with nothing checkpointed it does nothing and the memory plan is wrong; add --checkpoint-activations "
-            "--deepspeed-activation-checkpointing (megatron_job_activation_checkpointing: true) or drop partitioning",
+            "DeepSpeed checkpointing configured", "warn", "activation checkpointing",
+            "partitioning without --deepspeed-activation-checkpointing", "--deepspeed-activation-checkpointing",
+            "Megatron-DeepSpeed calls deepspeed.checkpointing.configure() (which applies partitioning, "
+            "contiguous memory and CPU checkpointing) only with --deepspeed-activation-checkpointing; add it",
         ))
-        if any_checkpointing and "--deepspeed-activation-checkpointing" not in flags:
-            add(finding(
-                "DeepSpeed checkpointing configured", "warn", "activation checkpointing",
-                "partitioning without --deepspeed-activation-checkpointing", "--deepspeed-activation-checkpointing",
-                "Megatron-DeepSpeed calls deepspeed.checkpointing.configure() (which applies partitioning, "
-                "contiguous memory and CPU checkpointing) only with --deepspeed-activation-checkpointing; add it",
-            ))
+
+
+def _check_ds_checkpointing_section(ds: Optional[Mapping[str, Any]], flags: Mapping[str, Any],
+                                    add: Callable[[Dict[str, str]], None]) -> None:
+    """ds_config's activation_checkpointing keys that Megatron-DeepSpeed's own flags overwrite."""
     # Megatron-DeepSpeed passes its own flag values (never None) to
     # deepspeed.checkpointing.configure(), which lets them overwrite the JSON section.
     section = ds_get(ds or {}, "activation_checkpointing")
@@ -537,6 +615,12 @@ def check_activation_checkpointing(spec: Mapping[str, Any], ds: Optional[Dict[st
                 "Megatron-DeepSpeed calls deepspeed.checkpointing.configure() with its own flag values, which "
                 "overwrite the JSON; pass the flags in brackets (with --deepspeed-activation-checkpointing)",
             ))
+
+
+def _check_recompute_method(era: str, derived: Mapping[str, Any], flags: Mapping[str, Any], checkpoint: bool,
+                            granularity: Optional[str], method: Optional[str],
+                            add: Callable[[Dict[str, str]], None]) -> None:
+    """The recompute method each model path needs, and what the DeepSpeed pipeline engine honours."""
     # HEAD's ParallelTransformer (the model without the DeepSpeed pipeline engine) checkpoints
     # through DeepSpeed only with --deepspeed-activation-checkpointing; otherwise it takes
     # Megatron's path, which needs --recompute-method and raises at the first forward without it
@@ -570,18 +654,13 @@ def check_activation_checkpointing(spec: Mapping[str, Any], ds: Optional[Dict[st
             "the DeepSpeed pipeline engine (used without --no-pipeline-parallel) checkpoints only with those; "
             "this setting recomputes nothing",
         ))
-    if checkpoint or granularity == "full":
-        return "full"
-    if granularity == "selective":
-        return "selective"
-    return None
 
 
-def check_flash_attn(spec: Mapping[str, Any], flags: Mapping[str, Any], from_script: bool,
-                     add: Callable[[Dict[str, str]], None]) -> None:
+def check_flash_attn(job: Any, add: Callable[[Dict[str, str]], None]) -> None:
     """Flash attention where the stack profile requires it (cu130: the unfused path fails,
     docs/upstream-facts.md §G), the flag the installed provider serves, and half precision (Megatron's
     FlashSelfAttention asserts q, k, v are fp16 or bf16)."""
+    spec, flags, from_script = job.spec, job.flags, job.from_script
     profile_name = spec.get("stack_profile")
     try:
         policy = _stack_profiles.flash_attn(profile_name)
@@ -635,10 +714,10 @@ BIAS_GELU_SLOW_REASON = (
 )
 
 
-def check_bias_gelu_fusion(spec: Mapping[str, Any], flags: Mapping[str, Any], from_script: bool,
-                           add: Callable[[Dict[str, str]], None]) -> None:
+def check_bias_gelu_fusion(job: Any, add: Callable[[Dict[str, str]], None]) -> None:
     """A warning where the job keeps Megatron's TorchScript bias-GeLU on a profile whose torch
     cannot fuse it (cu130): it runs, only slower."""
+    spec, flags, from_script = job.spec, job.flags, job.from_script
     profile_name = spec.get("stack_profile")
     try:
         fuses = _stack_profiles.torchscript_fusion(profile_name)

@@ -15,7 +15,7 @@ import pytest
 
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import args as _job_args
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import files as _job_files
-from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import rules as _job_rules
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import inputs as _job_inputs
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import schema as _job_schema
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import spec as _job_spec
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._mds import args as _mds_args
@@ -532,7 +532,7 @@ def test_validation_judges_the_rendered_arguments_on_the_role_defaults(profile):
     --use-flash-attn-v2, which the validated list lacked, and validation judged an
     --ffn-hidden-size that train.sh did not pass. Now both are one list."""
     job = _job_spec.normalize(dict(spec(), stack_profile=profile))
-    judged, dropped = _job_rules.judged_arguments(job)
+    judged, dropped = _job_inputs.judged_arguments(job)
     assert judged == _job_args.train_args(job)
     assert "--ffn-hidden-size" not in judged
     for flag in ["--data-impl", "--deepspeed", "--deepspeed_config"] + (
@@ -540,7 +540,7 @@ def test_validation_judges_the_rendered_arguments_on_the_role_defaults(profile):
         assert flag in judged, flag
     if profile == "cu130":  # the profile's fused ops serve the bias-GeLU fusion path
         assert "--no-bias-gelu-fusion" not in judged
-        assert "--no-bias-gelu-fusion" in _job_rules.judged_arguments(dict(job, fused_ops=False, bias_gelu_fusion=False))[0]
+        assert "--no-bias-gelu-fusion" in _job_inputs.judged_arguments(dict(job, fused_ops=False, bias_gelu_fusion=False))[0]
 
 
 @pytest.mark.parametrize("overrides, present, absent", [
@@ -552,7 +552,7 @@ def test_validation_judges_the_rendered_arguments_on_the_role_defaults(profile):
 ])
 def test_judged_and_rendered_arguments_agree(overrides, present, absent):
     job = _job_spec.normalize(dict(spec(**overrides), stack_profile="cu130"))
-    judged = _job_rules.judged_arguments(job)[0]
+    judged = _job_inputs.judged_arguments(job)[0]
     assert judged == _job_args.train_args(job)
     for flag in present:
         assert flag in judged
