@@ -90,7 +90,8 @@ def job_specs(draw: Any) -> Dict[str, Any]:
         "precision": draw(st.sampled_from(("bf16", "fp16", "fp32"))),
         "lr": draw(st.sampled_from((6.0e-5, 1.5e-4, 3e-4, 0.001))),
         "min_lr": draw(st.sampled_from((0.0, 6.0e-6, 1e-5))),
-        "lr_decay_style": draw(st.sampled_from(("constant", "linear", "cosine", "inverse-square-root"))),
+        # inverse-square-root is a choice of HEAD's --lr-decay-style only (before_rebase refuses it).
+        "lr_decay_style": draw(st.sampled_from(("constant", "linear", "cosine") + (("inverse-square-root",) if head else ()))),
         "launcher": draw(st.sampled_from(("pdsh", "openmpi", "slurm"))),
         "master_port": draw(st.integers(20000, 40000)),
         "master_addr": draw(st.sampled_from((None, "10.0.0.1"))),

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-from .args import DROPPED_IS_ERROR, SPEC_FLAG_KEYS, PRECISION_FLAGS
+from .args import DROPPED_IS_ERROR, SPEC_ARGS, SPEC_FLAG_KEYS, PRECISION_FLAGS
 from .inputs import JobInput, last_value
 from .inputs import read as read_input
 from .findings import finding
@@ -130,6 +130,7 @@ def judge(job: JobInput) -> List[Dict[str, str]]:
     if job.script:
         _check_launcher(job.script, job.nodes, job.gpus, job.hosts, add)
     _check_arguments(job, add)
+    _check_spec_values(job, add)
     derived = derive(job.spec, job.nodes, job.gpus)
     dp = derived["data_parallel_size"]
     _check_parallelism(job.spec, derived, job.nodes, job.gpus, add)
@@ -375,6 +376,27 @@ def _check_arguments(job: JobInput, add: Callable[[Dict[str, str]], None]) -> No
     if tokenizer == "NullTokenizer" and spec.get("vocab_size") is None:
         add(finding("NullTokenizer vocab size", "fail", "data", "no --vocab-size", "--vocab-size N",
                     "NullTokenizer asserts args.vocab_size is not None"))
+
+
+def _check_spec_values(job: JobInput, add: Callable[[Dict[str, str]], None]) -> None:
+    """The spec's own values against the era's argparse: a choice one Megatron-DeepSpeed has and
+    the other lacks (``--lr-decay-style inverse-square-root`` before the rebase) renders into a
+    train.sh that stops at parse_args. A train.sh's values are judged where it is read."""
+    if job.from_script:
+        return
+    table = args_for(job.era)
+    for key, flag, kind in SPEC_ARGS:
+        if kind != "value" or flag not in table or not job.flags.get(flag):
+            continue
+        values = job.flags[flag][0]  # the spec's occurrence: extra_args come after it
+        try:
+            coerce(flag, list(values), job.era)
+        except ArgValueError as exc:
+            add(finding(
+                "%s value" % flag, "fail", "arguments", "%s%s: %s" % (PREFIX, key, " ".join(values)),
+                expected_value(table[flag]),
+                "the profile's Megatron-DeepSpeed (%s) stops at parse_args with: %s; set %s%s to a value it takes"
+                % (job.era, exc, PREFIX, key)))
 
 
 def _tp_allreduce_gib(spec: Mapping[str, Any], derived: Mapping[str, Any]) -> Optional[float]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from .args import PRECISION_FLAGS, SPEC_ARGS, SPEC_FLAG_KEYS, PRESET_ARGS
 from .findings import finding
@@ -108,18 +108,61 @@ def parse_train_script(text: str, env: Optional[Mapping[str, str]] = None, era: 
     extra_args.
     """
     variables: Dict[str, str] = dict(env or {})
+    findings: List[Dict[str, str]] = []
+    found = _find_command(text, variables, findings)
+    result = _empty_result(era, variables, found.exported, findings)
+    if found.words is None:
+        findings.append(finding(
+            "train.sh: training command", "fail", "train.sh", "no pretrain_*.py launch found",
+            "deepspeed [launcher options] pretrain_gpt.py [arguments]",
+            "point megatron_job_script at the script that launches pretrain_gpt.py",
+        ))
+        return result
+    command, script_index = found.words, found.script_index
+    spec = result["spec"]
+    spec["env"] = {name: variables.get(name, "") for name in found.exported}
+    spec["env"].update(found.env)
+    _unresolved_findings(command, findings)
+    launcher_words = [w.text for w in command[:script_index]]
+    result["script"] = command[script_index].text
+    _parse_launcher(launcher_words, result["launcher"], findings)
+    launcher = result["launcher"]
+    if launcher["num_gpus"] is not None:
+        spec["gpus_per_node"] = launcher["num_gpus"]
+    if launcher["launcher"]:
+        spec["launcher"] = launcher["launcher"].lower()
+    if launcher["master_port"] is not None:
+        spec["master_port"] = launcher["master_port"]
+
+    args = [w.text for w in command[script_index + 1:] if w.text not in ("$@", "$*")]
+    result["args"] = args
+    _read_megatron_args(args, era, result)
+    return result
+
+
+class _Command(NamedTuple):
+    """The training command a script runs: its words (None when there is none), the index of
+    the training script among them, the variables set in front of it, and the names exported."""
+
+    words: Optional[List[Word]]
+    script_index: int
+    env: Dict[str, str]
+    exported: List[str]
+
+
+def _find_command(text: str, variables: Dict[str, str], findings: List[Dict[str, str]]) -> _Command:
+    """Run through the script's statements as the shell would assign variables (``variables`` is
+    updated in place) and return the first launch of a training script."""
     # Variables whose value holds something not evaluated here ($(command), unknown $VAR):
     # their uses are reported too.
     tainted: Dict[str, List[str]] = {}
     exported: List[str] = []
-    findings: List[Dict[str, str]] = []
     command: Optional[List[Word]] = None
     command_env: Dict[str, str] = {}
     script_index = -1
     pending = split_statements(text)
     while pending:
-        statement = pending.pop(0)
-        words = lex_words(statement, variables, tainted)
+        words = lex_words(pending.pop(0), variables, tainted)
         if not words:
             continue
         if words[0].text == "eval" and words[0].assign is None:
@@ -127,39 +170,11 @@ def parse_train_script(text: str, env: Optional[Mapping[str, str]] = None, era: 
             pending[:0] = split_statements(" ".join(shlex.quote(w.text) if not is_shell_syntax(w.text) else w.text
                                                     for w in words[1:]))
             continue
-        head_index = 0
-        prefix_env: Dict[str, str] = {}
-        prefix_taint: Dict[str, List[str]] = {}
-        while head_index < len(words) and words[head_index].assign is not None:
-            name, value = words[head_index].assign  # type: ignore[misc]
-            prefix_env[name] = value
-            prefix_taint[name] = list(words[head_index].unresolved)
-            head_index += 1
+        head_index, prefix_env = _assignments(words, variables, tainted)
         if head_index == len(words):
-            variables.update(prefix_env)
-            for name, constructs in prefix_taint.items():
-                if constructs:
-                    tainted[name] = constructs
-                else:
-                    tainted.pop(name, None)
             continue
-        first = words[head_index].text
-        if first in DECLARATION:
-            for word in words[head_index + 1:]:
-                if word.assign is not None:
-                    name = word.assign[0]
-                    variables[name] = word.assign[1]
-                    if word.unresolved:
-                        tainted[name] = list(word.unresolved)
-                    else:
-                        tainted.pop(name, None)
-                elif NAME_RE.fullmatch(word.text):
-                    name = word.text
-                else:
-                    continue
-                if first == "export" or first == "declare" and "-x" in [w.text for w in words]:
-                    if name not in exported:
-                        exported.append(name)
+        if words[head_index].text in DECLARATION:
+            _declare(words, head_index, variables, tainted, exported)
             continue
         index = _find_training_script(words, head_index)
         if index is None:
@@ -172,8 +187,56 @@ def parse_train_script(text: str, env: Optional[Mapping[str, str]] = None, era: 
             ))
             continue
         command, script_index, command_env = words, index, prefix_env
+    return _Command(command, script_index, command_env, exported)
 
-    result: Dict[str, Any] = {
+
+def _assignments(words: Sequence[Word], variables: Dict[str, str],
+                 tainted: Dict[str, List[str]]) -> Tuple[int, Dict[str, str]]:
+    """(index of the first word that is not NAME=value, those assignments). A statement of
+    assignments alone sets shell variables; in front of a command they are its environment only."""
+    head_index = 0
+    prefix_env: Dict[str, str] = {}
+    prefix_taint: Dict[str, List[str]] = {}
+    while head_index < len(words) and words[head_index].assign is not None:
+        name, value = words[head_index].assign  # type: ignore[misc]
+        prefix_env[name] = value
+        prefix_taint[name] = list(words[head_index].unresolved)
+        head_index += 1
+    if head_index == len(words):
+        variables.update(prefix_env)
+        for name, constructs in prefix_taint.items():
+            if constructs:
+                tainted[name] = constructs
+            else:
+                tainted.pop(name, None)
+    return head_index, prefix_env
+
+
+def _declare(words: Sequence[Word], head_index: int, variables: Dict[str, str],
+             tainted: Dict[str, List[str]], exported: List[str]) -> None:
+    """export / declare / local / readonly: their assignments, and the names they export."""
+    first = words[head_index].text
+    exports = first == "export" or first == "declare" and "-x" in [w.text for w in words]
+    for word in words[head_index + 1:]:
+        if word.assign is not None:
+            name = word.assign[0]
+            variables[name] = word.assign[1]
+            if word.unresolved:
+                tainted[name] = list(word.unresolved)
+            else:
+                tainted.pop(name, None)
+        elif NAME_RE.fullmatch(word.text):
+            name = word.text
+        else:
+            continue
+        if exports and name not in exported:
+            exported.append(name)
+
+
+def _empty_result(era: str, variables: Dict[str, str], exported: List[str],
+                  findings: List[Dict[str, str]]) -> Dict[str, Any]:
+    """parse_train_script's result before the command is read: Megatron's defaults, nothing given."""
+    return {
         "spec": script_defaults(era),
         "explicit": [],
         "launcher": {
@@ -196,49 +259,26 @@ def parse_train_script(text: str, env: Optional[Mapping[str, str]] = None, era: 
         "findings": findings,
         "era": era,
     }
-    if command is None:
-        findings.append(finding(
-            "train.sh: training command", "fail", "train.sh", "no pretrain_*.py launch found",
-            "deepspeed [launcher options] pretrain_gpt.py [arguments]",
-            "point megatron_job_script at the script that launches pretrain_gpt.py",
-        ))
-        return result
 
-    spec = result["spec"]
-    spec["env"] = {name: variables.get(name, "") for name in exported}
-    spec["env"].update(command_env)
+
+def _unresolved_findings(command: Sequence[Word], findings: List[Dict[str, str]]) -> None:
+    """Warnings for what the command's words take from outside the script."""
     unresolved = sorted({u for w in command for u in w.unresolved})
-    if unresolved:
-        positional = [u for u in unresolved if u in ("$@", "$*")]
-        others = [u for u in unresolved if u not in positional]
-        if others:
-            findings.append(finding(
-                "train.sh: variables resolved", "warn", "train.sh", ", ".join(others),
-                "every variable set in the script",
-                "these come from the caller's environment and are not checked; set them in the "
-                "script or pass env to the parser",
-            ))
-        if positional:
-            findings.append(finding(
-                "train.sh: arguments passed through", "warn", "train.sh", ", ".join(positional),
-                "no pass-through arguments",
-                "arguments given to train.sh at run time are not validated",
-            ))
-    launcher_words = [w.text for w in command[:script_index]]
-    result["script"] = command[script_index].text
-    _parse_launcher(launcher_words, result["launcher"], findings)
-    launcher = result["launcher"]
-    if launcher["num_gpus"] is not None:
-        spec["gpus_per_node"] = launcher["num_gpus"]
-    if launcher["launcher"]:
-        spec["launcher"] = launcher["launcher"].lower()
-    if launcher["master_port"] is not None:
-        spec["master_port"] = launcher["master_port"]
-
-    args = [w.text for w in command[script_index + 1:] if w.text not in ("$@", "$*")]
-    result["args"] = args
-    _read_megatron_args(args, era, result)
-    return result
+    positional = [u for u in unresolved if u in ("$@", "$*")]
+    others = [u for u in unresolved if u not in positional]
+    if others:
+        findings.append(finding(
+            "train.sh: variables resolved", "warn", "train.sh", ", ".join(others),
+            "every variable set in the script",
+            "these come from the caller's environment and are not checked; set them in the "
+            "script or pass env to the parser",
+        ))
+    if positional:
+        findings.append(finding(
+            "train.sh: arguments passed through", "warn", "train.sh", ", ".join(positional),
+            "no pass-through arguments",
+            "arguments given to train.sh at run time are not validated",
+        ))
 
 
 def _is_launcher(word: str) -> bool:

@@ -1236,3 +1236,20 @@ def test_upstream_asserts_restated(extra, version, check, status, words):
 ])
 def test_legal_schedules_and_recompute_pass_these_checks(spec, check):
     assert [f for f in run(spec) if f["check"] == check] == []
+
+
+@pytest.mark.parametrize("profile, style, status", [
+    ("cu117", "inverse-square-root", "fail"),  # before_rebase's argparse has no such choice
+    ("cu117", "cosine", None),
+    ("cu121", "inverse-square-root", None),
+    ("cu130", "inverse-square-root", None),
+])
+def test_spec_value_the_era_refuses(profile: str, style: str, status: Optional[str]) -> None:
+    """A spec value that renders but that the profile's Megatron-DeepSpeed refuses at parse_args
+    fails validation, naming the variable (found by the property test on a cu117 draw)."""
+    found = [f for f in run({"stack_profile": profile, "lr_decay_style": style}, version=None)
+             if f["check"] == "--lr-decay-style value"]
+    assert [f["status"] for f in found] == ([status] if status else [])
+    if status:
+        assert found[0]["found"] == "megatron_job_lr_decay_style: %s" % style
+        assert "before_rebase" in found[0]["fix"] and found[0]["expected"] == "{constant,linear,cosine}"
