@@ -14,13 +14,16 @@ would.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple
 
 from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_text
 
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import files as _job_files
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import schema as _job_schema
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import script as _job_script
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import spec as _job_spec
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._mds import args as _mds_args
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._stack import profiles as _stack_profiles
 
 NODES_GROUP = "megatron_nodes"
@@ -246,3 +249,140 @@ def node_count(given: Optional[int], hosts: Any, variables: Mapping[str, Any],
     if launcher.get("num_nodes"):
         return launcher["num_nodes"], "the script's --num_nodes"
     return None, "unknown"
+
+
+# --------------------------------------------------------------------------------------------
+# validate_job's input, gathered in one place: the job (a spec, or a train.sh read into the same
+# keys), the ds_config.json and hostfile beside it, the profile and era, the cluster's shape.
+# --------------------------------------------------------------------------------------------
+class ValidateInput(NamedTuple):
+    """What validate_job judges. ``script`` is the parsed train.sh (None for a spec) and
+    ``script_path`` its file; ``cluster`` is the rules' {nodes, gpus_per_node, gpu_memory_mib,
+    hosts}; ``nodes_from`` and ``notes`` say where values came from, for the task's result."""
+
+    spec: Dict[str, Any]
+    spec_vars: Dict[str, Any]
+    script: Optional[Dict[str, Any]]
+    script_path: Optional[str]
+    ds_config: Optional[Dict[str, Any]]
+    ds_config_file: Optional[str]
+    hostfile: Optional[str]
+    hosts: Optional[Dict[str, int]]
+    cluster: Dict[str, Any]
+    resume: Optional[Dict[str, Any]]
+    deepspeed_version: Optional[str]
+    era: str
+    nodes_from: str
+    notes: List[str]
+
+
+def _era(deepspeed_version: Optional[str]) -> str:
+    try:
+        return _mds_args.era_for_deepspeed(deepspeed_version)
+    except ValueError as exc:
+        raise JobInputError("deepspeed_version: found %r, expected a version such as 0.9.2 or 0.19.6 (%s)"
+                            % (deepspeed_version, exc)) from None
+
+
+def _beside_script(script_path: str, given: Optional[str], named: Optional[str], what: str,
+                   notes: List[str]) -> Optional[str]:
+    """A file the script names (--deepspeed_config, the launcher's --hostfile), relative to the
+    script's directory, when the caller gave none and it exists."""
+    if given or not named:
+        return given
+    candidate = os.path.join(os.path.dirname(script_path), named)
+    if not os.path.isfile(candidate):
+        return None
+    notes.append("%s: %s" % (what, candidate))
+    return candidate
+
+
+def _read_ds_config(given: Optional[str], path_dwim: Callable[[str], str],
+                    notes: List[str]) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
+    if not given:
+        return None, None
+    path = resolve_path(given, "ds_config_file", path_dwim)
+    try:
+        ds_config, duplicates = _job_files.load_ds_config(read_text(path, "ds_config_file"))
+    except _job_files.DsConfigError as exc:
+        raise JobInputError("ds_config_file %s: %s; fix the JSON" % (path, exc)) from None
+    if duplicates:
+        notes.append("ds_config %s repeats %s: Megatron-DeepSpeed keeps the last value"
+                     % (path, ", ".join(sorted(set(duplicates)))))
+    return ds_config, path
+
+
+def _read_hostfile(given: Optional[str], path_dwim: Callable[[str], str]) -> Tuple[Optional[Dict[str, int]], Optional[str]]:
+    if not given:
+        return None, None
+    path = resolve_path(given, "hostfile", path_dwim)
+    try:
+        return dict(_job_files.parse_hostfile(read_text(path, "hostfile"))), path
+    except _job_files.HostfileError as exc:
+        raise JobInputError("hostfile %s: DeepSpeed would refuse it: %s" % (path, exc)) from None
+
+
+def _gpu_shape(args: Mapping[str, Any], variables: Mapping[str, Any], template: Template,
+               hosts: Optional[Dict[str, int]], notes: List[str]) -> Tuple[Optional[int], Optional[int]]:
+    """(GPUs per node, GPU memory in MiB): the arguments, else the nodes' facts, else (memory)
+    the inventory's megatron_gpu_model, as the planner reads it."""
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import plan as _job_plan
+
+    fact_gpus, fact_memory = gpu_facts(variables)
+    if args["gpu_memory_mib"] is None and fact_memory:
+        notes.append("GPU memory from gpu_stack_facts: %s MiB (the smallest GPU)" % fact_memory)
+    elif args["gpu_memory_mib"] is None:
+        model, model_from = gpu_model(variables, template)
+        if model:
+            fact_memory = int(_job_plan.GPUS[model]["memory_mib"])
+            notes.append("GPU memory from %s %s: %s MiB" % (model_from, model, fact_memory))
+    if args["gpus_per_node"] is None and not hosts and fact_gpus:
+        notes.append("GPUs per node from gpu_stack_facts: %s (the smallest node)" % fact_gpus)
+    return args["gpus_per_node"] or (None if hosts else fact_gpus), args["gpu_memory_mib"] or fact_memory
+
+
+def validate_input(args: Mapping[str, Any], variables: Mapping[str, Any], template: Template,
+                   path_dwim: Callable[[str], str]) -> ValidateInput:
+    """validate_job's arguments (its ARGUMENT_SPEC, validated) and the task's variables read into
+    one ValidateInput. The job files to judge instead of the spec are the arguments, else the
+    inventory's (or -e) megatron_job_script / _ds_config_file / _hostfile."""
+    notes: List[str] = []
+    profile_name = args["stack_profile"] or template_var(variables, template, "megatron_stack_profile")
+    deepspeed_version = args["deepspeed_version"] or profile_deepspeed(profile_name)
+    era = _era(deepspeed_version)
+    given_script = args["script"] or template_var(variables, template, "megatron_job_script")
+    ds_config_file = args["ds_config_file"] or template_var(variables, template, "megatron_job_ds_config_file")
+    hostfile = args["hostfile"] or template_var(variables, template, "megatron_job_hostfile")
+    script, script_path, raw = None, None, {}  # type: Tuple[Optional[Dict[str, Any]], Optional[str], Dict[str, Any]]
+    if given_script:
+        script_path = resolve_path(given_script, "script", path_dwim)
+        script = _job_script.parse_train_script(read_text(script_path, "script"), era=era)
+        spec = script["spec"]
+        # train.sh does not name its stack profile: the profile's rules (flash attention
+        # required on cu130) come from stack_profile / megatron_stack_profile.
+        spec["stack_profile"] = profile_name or _stack_profiles.DEFAULT_PROFILE
+        ds_config_file = _beside_script(script_path, ds_config_file, script.get("deepspeed_config"),
+                                        "ds_config from the script's --deepspeed_config", notes)
+        hostfile = _beside_script(script_path, hostfile, (script.get("launcher") or {}).get("hostfile"),
+                                  "hostfile from the script's --hostfile", notes)
+    else:
+        raw, spec = spec_from_vars(args["spec"], variables, template, profile_name)
+        if not args["deepspeed_version"] and spec["stack_profile"] != profile_name:
+            # The spec names its own profile (megatron_job_stack_profile): its pin and its
+            # Megatron-DeepSpeed era are what the job files are rendered for.
+            deepspeed_version = profile_deepspeed(spec["stack_profile"])
+            era = _era(deepspeed_version)
+    ds_config, ds_config_file = _read_ds_config(ds_config_file, path_dwim, notes)
+    hosts, hostfile = _read_hostfile(hostfile, path_dwim)
+    nodes, nodes_from = node_count(args["nodes"], hosts, variables, script)
+    gpus, memory = _gpu_shape(args, variables, template, hosts, notes)
+    resume = None
+    if args["resume_tp"] is not None:
+        resume = {"tp": args["resume_tp"], "pp": args["resume_pp"]}
+        if args["resume_no_pipeline_parallel"] is not None:
+            resume["no_pipeline_parallel"] = args["resume_no_pipeline_parallel"]
+    return ValidateInput(
+        spec=spec, spec_vars=raw, script=script, script_path=script_path, ds_config=ds_config,
+        ds_config_file=ds_config_file, hostfile=hostfile, hosts=hosts,
+        cluster={"nodes": nodes, "gpus_per_node": gpus, "gpu_memory_mib": memory, "hosts": hosts},
+        resume=resume, deepspeed_version=deepspeed_version, era=era, nodes_from=nodes_from, notes=notes)
