@@ -2,8 +2,8 @@
 # Copyright: (c) 2026, megatron_ds.cluster developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Controller-side job validation: a thin adapter around the job package of module_utils
-(_job_spec reads the spec, _job_script an existing train.sh, _job_files a hostfile and a
-ds_config.json, _job_rules judges them).
+(``_job.spec`` reads the spec, ``_job.script`` an existing train.sh, ``_job.files`` a hostfile
+and a ds_config.json, ``_job.rules`` judges them).
 
 It reads files on the controller only (train.sh, ds_config.json, hostfile) and touches no
 host. Documentation lives in plugins/modules/validate_job.py.

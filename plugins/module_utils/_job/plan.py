@@ -2,11 +2,11 @@
 # Copyright: (c) 2026, megatron_ds.cluster developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The layout planner: every valid parallel layout of a job spec on a cluster, with its
-per-GPU memory (the job validation's own estimate, _job_memory) and a step-time model, ranked.
+per-GPU memory (the job validation's own estimate, ``memory``) and a step-time model, ranked.
 
 A layout is TP, PP, DP (what is left of the world), the ZeRO stage, the micro batch and full
 activation recompute; the model, the global batch, precision and flash attention stay the
-spec's. Each candidate is judged by _job_rules.validate, the very rules of validate.yml: a
+spec's. Each candidate is judged by ``rules.validate``, the very rules of validate.yml: a
 layout with a failing finding is not offered (the memory finding fails above the GPU's
 memory), one with a warning above 90% of it is offered last.
 
