@@ -40,7 +40,7 @@ too: rows that only change how ZeRO partitions the optimizer start from the same
 there it should be at the level of the reference's run-to-run repeat (the reference runs twice
 at the first seed).
 
-    python bench/layout_parity.py --mds /tmp/mds/head --json bench/results/layout_parity.json
+    python bench/layout_parity.py --mds <checkout> --json bench/results/layout_parity.json
     python bench/layout_parity.py --rows dp2-z1,tp2 --seeds 1234,42 --iters 20
     python bench/layout_parity.py --report-only --json out.json   # re-read the logs already there
     python bench/layout_parity.py --out bench/results/lp_wd0 --rows dp2-z3 --seeds 1234 --no-repeat \

@@ -105,7 +105,7 @@ GRID = [
     cfg("g1-m4", 1, 4),
     cfg("g1-m48-rc", 1, 48, recompute=True),
     cfg("g1-m16-z0", 1, 16, zero=0),
-    # Issue 18, second session: today's default micro batch (1) against the planner's first
+    # The planner's one-GPU check: today's default micro batch (1) against the planner's first
     # choice for the 1.23B GPT and for the llama preset (megatron_job_model_preset, rendered by
     # the role, not extra_args), and rows that check the memory model away from its fit.
     cfg("g1-m1", 1, 1),
@@ -126,14 +126,14 @@ GRID = [
     cfg("g2-gptnd-m16", 2, 16, model="gpt-nodropout"),
     cfg("g2-llama-m16", 2, 16, model="llama"),
     cfg("g2-llamagqa-m16", 2, 16, model="llama", kv_heads=4),
-    # Issue 18, third session, 2 x H200 at global batch 128: the planner's first choice (ZeRO-2,
+    # The planner on 2 x H200 at global batch 128: the planner's first choice (ZeRO-2,
     # micro 32, accumulation 2), its neighbours, and today's default micro batch (1).
     cfg("g2-dp2-z2-m32", 2, 32, zero=2, grad_acc=2),
     cfg("g2-dp2-z1-m32", 2, 32, zero=1, grad_acc=2),
     cfg("g2-dp2-z0-m32", 2, 32, zero=0, grad_acc=2),
     cfg("g2-dp2-z1-m1", 2, 1),
     cfg("g2-tp2-m32", 2, 32, tp=2),
-    # Issue 18, fourth session: bench/gpu/fused_ops.py's compiled elementwise kernels against the
+    # The fused ops: roles/python_env/files/fused_ops's compiled elementwise kernels against the
     # same rows without them (the planner's one-GPU choices for the GPT and the llama preset).
     cfg("g1-m32-z0-fx", 1, 32, zero=0, fused=True),
     cfg("g1-llamap-m16-z0-fx", 1, 16, zero=0, model="llama-preset", fused=True),
@@ -194,7 +194,7 @@ def role_vars(c: Dict[str, Any], root: str, port: int) -> Dict[str, Any]:
     }
     if c["model"] == "llama-preset":
         v["megatron_job_model_preset"] = "llama"
-    # Rows before issue 18's fourth session ran without the fused ops, which cu130 now opts in
+    # Rows measured before the fused ops existed ran without them, which cu130 now opts in
     # to: every row says which it is, so that a re-run measures what the row's name says.
     v["megatron_job_fused_ops"] = bool(c.get("fused"))
     v.update({"megatron_job_" + k: val for k, val in MODEL.items()})
@@ -503,7 +503,7 @@ def estimate(jobspec, row: Dict[str, Any], deepspeed_version: str) -> Dict[str, 
     if "megatron_stack_profile" in variables:
         variables.setdefault("megatron_job_stack_profile", variables.pop("megatron_stack_profile"))
     if c.get("model") == "llama":
-        # The first session passed the preset's switches as extra_args; estimate it as the preset.
+        # The earlier llama rows passed the preset's switches as extra_args; estimate it as the preset.
         variables["megatron_job_model_preset"] = "llama"
     spec = jobspec.normalize(variables)
     derived = dict(jobspec.derive(spec, 1, c["gpus"]))

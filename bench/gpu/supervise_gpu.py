@@ -5,7 +5,7 @@
 on one GPU host, with faults injected: what the Docker chaos scenario does with the burn-in, here
 with Megatron-DeepSpeed's own log, checkpoints and data order.
 
-    python3 bench/gpu/mds_grid.py render --dest .device/sup --only g1-m4 \\
+    python3 bench/gpu/mds_grid.py render --dest SRC --only g1-m4 \\
         --set megatron_job_num_layers=4 --set megatron_job_hidden_size=1024 ... (docs/benchmarks.md)
     python3 bench/gpu/supervise_gpu.py --job SRC/jobs/g1-m4 --data SRC/data --out $OUT
 

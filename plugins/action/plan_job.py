@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, megatron_ds.cluster developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Controller-side layout planner: a thin adapter around _job_plan (which judges each layout
+"""Controller-side layout planner: a thin adapter around ``_job.plan`` (which judges each layout
 with the job validation's rules and memory estimate). It touches no host. Documentation lives
 in plugins/modules/plan_job.py."""
 from __future__ import annotations

@@ -2,8 +2,8 @@
 # Copyright: (c) 2026, megatron_ds.cluster developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters that turn a job spec into the job files' contents (hostfile, ds_config.json,
-train.sh, .deepspeed_env). The logic lives in the job package of module_utils (_job_spec,
-_job_args, _job_files): the same builders validate_job judges. Each filter is a thin adapter
+train.sh, .deepspeed_env). The logic lives in the job package of module_utils (``_job.spec``,
+``_job.args``, ``_job.files``): the same builders validate_job judges. Each filter is a thin adapter
 that turns the package's JobError into AnsibleFilterError.
 
 * ``job_spec(vars, nodes=N)``: the megatron_job_* variables as a normalized job spec (the role
@@ -16,7 +16,7 @@ that turns the package's JobError into AnsibleFilterError.
 * ``renamed_variables(hostvars[host])``: one line per renamed variable the host still sets
   (plugin_utils/_renamed.py), for inventory_check.yml and the roles that took the names over.
 * ``sbatch_options(spec, job_name, output, ...)``, ``srun_args(spec)``, ``slurm_launch_summary(spec)``,
-  ``slurm_rank_command(python, script)``: the slurm launch backend's sbatch script (_job_sbatch).
+  ``slurm_rank_command(python, script)``: the slurm launch backend's sbatch script (``_job.sbatch``).
 """
 from __future__ import annotations
 

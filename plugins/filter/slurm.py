@@ -10,8 +10,8 @@
 * ``slurm_process_tracking(choice, virtualization_role, virtualization_type)``: cgroup or linuxproc.
 * ``slurm_layout_problems(partition_text, sinfo_text, partition, nodes, ranks_per_node, gpu_ranks)``:
   why a job layout cannot start in the partition, from ``scontrol show partition -o`` and
-  ``sinfo --Node`` output (_slurm_fit); [] when it fits.
-* ``slurm_submitted_job_id(text)``: the job id ``sbatch --parsable`` printed (_slurm_job).
+  ``sinfo --Node`` output (``_slurm.fit``); [] when it fits.
+* ``slurm_submitted_job_id(text)``: the job id ``sbatch --parsable`` printed (``_slurm.job``).
 """
 from __future__ import annotations
 

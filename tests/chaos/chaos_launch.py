@@ -9,7 +9,7 @@ pretrain_gpt.py with the argument list the job model renders for train.sh (_job.
     chaos_launch.py STATE_DIR INVENTORY_JSON OVERRIDES_JSON
 
 What it shares with train.yml is what the test is about: the nodes come from the inventory the
-supervisor wrote, the ds_config from the job model (_job_args.ds_config of the spec and the
+supervisor wrote, the ds_config from the job model (``_job.args.ds_config`` of the spec and the
 overrides), the log gets train.yml's start and exit lines, launch.json its pid and offset, and
 --universal-checkpoint comes from megatron_job_extra_args. Test-only fault injection: a file
 STATE_DIR/nan_at makes this launch's loss NaN 4 steps after the tag it resumes from (the file is

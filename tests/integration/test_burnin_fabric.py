@@ -14,10 +14,12 @@ import sys
 
 import pytest
 
+from ansible_collections.megatron_ds.cluster.tests.support import tools
+
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import fabric
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-PLAYBOOK = shutil.which("ansible-playbook")
+PLAYBOOK = tools.find("ansible-playbook")
 FIXTURES = os.path.join(REPO, "tests", "unit", "plugins", "module_utils", "_launch", "fixtures")
 
 PLAY = """
@@ -61,7 +63,7 @@ def run(tmp_path, hcas, *extra):
     (tmp_path / "hosts.json").write_text(json.dumps({"nodes": {"hosts": hosts}}))
     (tmp_path / "play.yml").write_text(PLAY)
     report = tmp_path / "report.json"
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_FORCE_COLOR="0",
+    env = tools.environ(ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_FORCE_COLOR="0",
                ANSIBLE_CACHE_PLUGIN="memory")
     proc = subprocess.run([PLAYBOOK, "-i", str(tmp_path / "hosts.json"), str(tmp_path / "play.yml"),
                            "-e", "megatron_launch_burnin_dest=%s" % report] + list(extra),
@@ -70,7 +72,7 @@ def run(tmp_path, hcas, *extra):
     return proc, (json.loads(report.read_text()) if report.exists() else None)
 
 
-needs_ansible = pytest.mark.skipif(PLAYBOOK is None, reason="ansible-playbook is not installed")
+needs_ansible = pytest.mark.skipif(PLAYBOOK is None, reason=tools.missing("ansible-playbook"))
 
 
 @needs_ansible

@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from ansible_collections.megatron_ds.cluster.tests.support import tools
+
 REPO = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
 
 
 def run(args, cwd, env=None):
@@ -20,8 +20,7 @@ def run(args, cwd, env=None):
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
-    if not (BIN / "ansible-galaxy").exists():
-        pytest.skip("ansible-galaxy is not installed beside %s" % sys.executable)
+    galaxy = tools.require("ansible-galaxy")
     tmp = tmp_path_factory.mktemp("build")
     # Build from the files git would ship, not from a work tree with caches in it.
     src = tmp / "src"
@@ -33,11 +32,11 @@ def installed(tmp_path_factory):
         if (REPO / name).is_file():
             shutil.copy2(REPO / name, src / name)
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
-    built = run([str(BIN / "ansible-galaxy"), "collection", "build", "--output-path", str(tmp)], src, env)
+    built = run([galaxy, "collection", "build", "--output-path", str(tmp)], src, env)
     assert built.returncode == 0, built.stderr
     tarball = next(tmp.glob("megatron_ds-cluster-*.tar.gz"))
     cols = tmp / "cols"
-    done = run([str(BIN / "ansible-galaxy"), "collection", "install", "--force", "--no-deps", "-p", str(cols),
+    done = run([galaxy, "collection", "install", "--force", "--no-deps", "-p", str(cols),
                 str(tarball)], tmp, env)
     assert done.returncode == 0, done.stderr
     env["ANSIBLE_COLLECTIONS_PATH"] = str(cols)
@@ -79,14 +78,14 @@ def test_tarball_leaves_out_development_files_and_local_state(installed):
 
 
 def test_site_playbook_runs_by_fqcn(installed):
-    result = run([str(BIN / "ansible-playbook"), "megatron_ds.cluster.site", "--syntax-check",
+    result = run([tools.require("ansible-playbook"), "megatron_ds.cluster.site", "--syntax-check",
                   "-i", str(REPO / "inventories/prod")], installed["tmp"], installed["env"])
     assert result.returncode == 0, result.stdout + result.stderr
     assert "ansible_collections/megatron_ds/cluster/playbooks/site.yml" in result.stdout
 
 
 def test_validate_playbook_runs_by_fqcn_on_the_prod_example(installed):
-    result = run([str(BIN / "ansible-playbook"), "megatron_ds.cluster.validate",
+    result = run([tools.require("ansible-playbook"), "megatron_ds.cluster.validate",
                   "-i", str(REPO / "inventories/prod")], installed["tmp"], installed["env"])
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 fail" in result.stdout

@@ -29,8 +29,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ansible_collections.megatron_ds.cluster.tests.support import tools
+
 REPO = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
 EE_FILE = REPO / "meta" / "execution-environment.yml"
 # Plugin types that run on the controller, i.e. in the execution environment.
 CONTROLLER_PLUGINS = ("action", "filter", "lookup", "test", "callback", "inventory", "vars", "connection")
@@ -41,8 +42,7 @@ ansible_builder = pytest.importorskip("ansible_builder", reason="ansible-builder
 
 def tool(name):
     """The tool beside this Python (the project's venv), else the one on PATH."""
-    local = BIN / name
-    return str(local) if local.exists() else shutil.which(name)
+    return tools.find(name)
 
 
 def run(args, cwd, env=None):
@@ -140,7 +140,7 @@ def test_controller_side_imports_are_stdlib_ansible_or_listed():
 def context(tmp_path_factory):
     for name in ("ansible-galaxy", "ansible-builder"):
         if not tool(name):
-            pytest.skip("%s is not installed (beside %s or on PATH)" % (name, sys.executable))
+            pytest.skip(tools.missing(name))
     tmp = tmp_path_factory.mktemp("ee")
     # Build the collection from the files git would ship.
     src = tmp / "src"

@@ -13,7 +13,6 @@ flow, so only the demo saw it.
 """
 from __future__ import annotations
 
-import os
 import pathlib
 import subprocess
 import sys
@@ -22,22 +21,22 @@ from typing import Any, Dict
 import pytest
 import yaml
 
+from ansible_collections.megatron_ds.cluster.tests.support import tools
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
-ANSIBLE_PLAYBOOK = pathlib.Path(sys.executable).with_name("ansible-playbook")
 
 
 def _run(tmp_path: pathlib.Path, node_vars: Dict[str, Dict[str, Any]]) -> subprocess.CompletedProcess:
-    if not ANSIBLE_PLAYBOOK.exists():
-        pytest.skip("ansible-playbook is not installed beside %s" % sys.executable)
+    playbook = tools.require("ansible-playbook")
     inventory = {"all": {
         "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
         "children": {"megatron_head": {"hosts": {"node1": {}}},
                      "megatron_nodes": {"hosts": node_vars}},
     }}
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0",
+    env = tools.environ(ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0",
                ANSIBLE_NOCOLOR="1", ANSIBLE_CACHE_PLUGIN="memory")
-    return subprocess.run([str(ANSIBLE_PLAYBOOK), "-i", str(tmp_path / "hosts.yml"),
+    return subprocess.run([playbook, "-i", str(tmp_path / "hosts.yml"),
                            str(REPO / "playbooks" / "inventory_check.yml"), "--limit", "localhost,megatron_nodes"],
                           capture_output=True, text=True, env=env, cwd=str(REPO), timeout=300, check=False)
 

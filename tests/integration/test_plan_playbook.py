@@ -4,19 +4,20 @@
 """playbooks/plan.yml against inventories/prod, controller only (-e ansible_host=127.0.0.1):
 it prints the ranked table and writes group_vars YAML that validate.yml accepts."""
 import os
-import shutil
 import subprocess
 
 import pytest
 
+from ansible_collections.megatron_ds.cluster.tests.support import tools
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-PLAYBOOK = shutil.which("ansible-playbook")
+PLAYBOOK = tools.find("ansible-playbook")
 
 
-@pytest.mark.skipif(PLAYBOOK is None, reason="ansible-playbook is not installed")
+@pytest.mark.skipif(PLAYBOOK is None, reason=tools.missing("ansible-playbook"))
 def test_plan_playbook_on_prod_inventory_writes_valid_group_vars(tmp_path):
     dest = tmp_path / "megatron_job.yml"
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_FORCE_COLOR="0")
+    env = tools.environ(ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_FORCE_COLOR="0")
     base = [PLAYBOOK, "-i", os.path.join(REPO, "inventories", "prod"), "-e", "ansible_host=127.0.0.1"]
     # No plan_gpu: the inventory's megatron_gpu_model (A100-80GB) says what to plan for.
     plan = subprocess.run(base + [os.path.join(REPO, "playbooks", "plan.yml"), "-e", "plan_dest=%s" % dest],

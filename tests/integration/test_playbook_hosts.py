@@ -6,17 +6,18 @@ nothing): every play resolves without "Could not match supplied host pattern" (t
 it for slurm_controller, a group an inventory need not have), and the Slurm play covers the
 training nodes plus the controller where the inventory names one."""
 import os
-import shutil
 import subprocess
 
 import pytest
 
+from ansible_collections.megatron_ds.cluster.tests.support import tools
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-PLAYBOOK = shutil.which("ansible-playbook")
+PLAYBOOK = tools.find("ansible-playbook")
 
 
 def list_hosts(inventory, playbook, *extra):
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_FORCE_COLOR="0")
+    env = tools.environ(ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_FORCE_COLOR="0")
     proc = subprocess.run([PLAYBOOK, "-i", inventory, os.path.join(REPO, "playbooks", playbook), "--list-hosts",
                            "-e", "ansible_host=127.0.0.1"] + list(extra),
                           cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
@@ -25,7 +26,7 @@ def list_hosts(inventory, playbook, *extra):
     return proc.stdout
 
 
-@pytest.mark.skipif(PLAYBOOK is None, reason="ansible-playbook is not installed")
+@pytest.mark.skipif(PLAYBOOK is None, reason=tools.missing("ansible-playbook"))
 @pytest.mark.parametrize("inventory, playbook", [
     ("inventories/sim", "slurm.yml"),
     ("inventories/sim", "provision.yml"),
@@ -36,7 +37,7 @@ def test_no_unmatched_host_pattern(inventory, playbook):
     assert "Could not match supplied host pattern" not in out, out
 
 
-@pytest.mark.skipif(PLAYBOOK is None, reason="ansible-playbook is not installed")
+@pytest.mark.skipif(PLAYBOOK is None, reason=tools.missing("ansible-playbook"))
 def test_the_slurm_play_adds_a_named_controller_once(tmp_path):
     inventory = tmp_path / "hosts.yml"
     inventory.write_text("all:\n  children:\n    megatron_nodes:\n      hosts:\n        n1:\n        n2:\n"

@@ -21,13 +21,13 @@ from typing import Any, Dict, List
 import pytest
 import yaml
 
+from ansible_collections.megatron_ds.cluster.tests.support import tools
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
-ANSIBLE_PLAYBOOK = pathlib.Path(sys.executable).with_name("ansible-playbook")
 
 
 def _run(tmp_path: pathlib.Path, head_vars: Dict[str, Any]) -> List[Dict[str, Any]]:
-    if not ANSIBLE_PLAYBOOK.exists():
-        pytest.skip("ansible-playbook is not installed beside %s" % sys.executable)
+    playbook = tools.require("ansible-playbook")
     try:
         import pwd
         user = pwd.getpwuid(os.geteuid()).pw_name
@@ -43,9 +43,9 @@ def _run(tmp_path: pathlib.Path, head_vars: Dict[str, Any]) -> List[Dict[str, An
         "children": {"megatron_head": {"hosts": {"node1": {}}}, "megatron_nodes": {"hosts": nodes}},
     }}
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0",
+    env = tools.environ(ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0",
                ANSIBLE_NOCOLOR="1", ANSIBLE_CACHE_PLUGIN="memory")
-    proc = subprocess.run([str(ANSIBLE_PLAYBOOK), "-i", str(tmp_path / "hosts.yml"),
+    proc = subprocess.run([playbook, "-i", str(tmp_path / "hosts.yml"),
                            str(REPO / "playbooks" / "preflight.yml")],
                           capture_output=True, text=True, env=env, cwd=str(REPO), timeout=300, check=False)
     output = proc.stdout + proc.stderr

@@ -11,7 +11,6 @@ both backends on a head node that is).
 """
 from __future__ import annotations
 
-import os
 import pathlib
 import subprocess
 import sys
@@ -20,14 +19,14 @@ from typing import Any, Dict, List
 import pytest
 import yaml
 
+from ansible_collections.megatron_ds.cluster.tests.support import tools
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
-ANSIBLE_PLAYBOOK = pathlib.Path(sys.executable).with_name("ansible-playbook")
 INPUTS_OK = "the relaunch command /nonexistent/ansible-playbook is"
 
 
 def _run(tmp_path: pathlib.Path, head: List[str], variables: Dict[str, Any]) -> subprocess.CompletedProcess:
-    if not ANSIBLE_PLAYBOOK.exists():
-        pytest.skip("ansible-playbook is not installed beside %s" % sys.executable)
+    playbook = tools.require("ansible-playbook")
     inventory = {"all": {
         "vars": dict({"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
                       "ansible_become": False, "megatron_stack_profile": "cpu",
@@ -37,9 +36,9 @@ def _run(tmp_path: pathlib.Path, head: List[str], variables: Dict[str, Any]) -> 
                      "megatron_nodes": {"hosts": {"node1": {}, "node2": {}}}},
     }}
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0",
+    env = tools.environ(ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0",
                ANSIBLE_NOCOLOR="1", ANSIBLE_CACHE_PLUGIN="memory")
-    return subprocess.run([str(ANSIBLE_PLAYBOOK), "-i", str(tmp_path / "hosts.yml"), "--check",
+    return subprocess.run([playbook, "-i", str(tmp_path / "hosts.yml"), "--check",
                            str(REPO / "playbooks" / "supervise.yml")],
                           capture_output=True, text=True, env=env, cwd=str(REPO), timeout=300, check=False)
 

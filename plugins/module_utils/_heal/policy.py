@@ -13,7 +13,7 @@ Four pure steps, in the order the supervisor (roles/supervisor) runs them:
    rollback, stop), bounded by the policy's retry count, backoff and rollback count.
 3. ``replan(spec_vars, nodes_left, ...)``: the same TP and PP on fewer nodes, the global batch
    kept by raising gradient accumulation (Megatron: global = micro x DP x accumulation), judged
-   by the one job model (_job_spec.derive + _job_rules.validate); a refusal names what does not
+   by the one job model (``_job.spec.derive`` + ``_job.rules.validate``); a refusal names what does not
    fit. The planner (issue 18) can replace ``replan`` by ranking layouts for ``nodes_left``;
    the contract is the same: spec overrides in, a validated spec or a reason out.
 4. ``resume_plan(report, ...)``: the newest complete tag (the megatron_checkpoint_info report,

@@ -2,11 +2,11 @@
 # Copyright: (c) 2026, megatron_ds.cluster developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The layout planner: every valid parallel layout of a job spec on a cluster, with its
-per-GPU memory (the job validation's own estimate, _job_memory) and a step-time model, ranked.
+per-GPU memory (the job validation's own estimate, ``memory``) and a step-time model, ranked.
 
 A layout is TP, PP, DP (what is left of the world), the ZeRO stage, the micro batch and full
 activation recompute; the model, the global batch, precision and flash attention stay the
-spec's. Each candidate is judged by _job_rules.validate, the very rules of validate.yml: a
+spec's. Each candidate is judged by ``rules.validate``, the very rules of validate.yml: a
 layout with a failing finding is not offered (the memory finding fails above the GPU's
 memory), one with a warning above 90% of it is offered last.
 
@@ -131,10 +131,10 @@ LAUNCH_FLOOR_SECONDS_PER_LAYER = (0.584 - 0.040) / 4 / 24
 UNFUSED_SCORE_SECONDS = 0.853 / (16 * 24 * 16 * 2048 * 2048)
 # g1-llama-m16 against g1-m16-b: 161 ms more per 64 samples of 24 layers, s x h = 2048 x 2048.
 LLAMA_ELEMENTWISE_SECONDS = 0.1615 / (64 * 24 * 2048 * 2048)
-# megatron_job_fused_ops against the same job without, one H200 (bench/gpu/h200_fused, calls 8
-# and 9, which ran what ships): the step less the optimizer step took 0.972 and 0.964 of the time
-# for the GPT (bias-GeLU) and 0.848 and 0.828 for the llama preset (rotary, SwiGLU); call 7's
-# earlier version (0.968 and 0.831) is the check.
+# megatron_job_fused_ops against the same job without, one H200 (bench/gpu/h200_fused, the runs
+# call8-* and call9-*, which ran what ships): the step less the optimizer step took 0.972 and 0.964 of the time
+# for the GPT (bias-GeLU) and 0.848 and 0.828 for the llama preset (rotary, SwiGLU); the run
+# call7-* of an earlier version (0.968 and 0.831) is the check.
 FUSED_OPS_FACTOR = {"gpt": 0.968, "llama": 0.838}
 # ZeRO-3 against ZeRO-1 at DP 2, micro 16, two H200s (g2-dp2-z3-m16 against g2-dp2-z1-m16):
 # 6.1% more time per iteration, which the gathers alone (priced in the DP part) do not explain.

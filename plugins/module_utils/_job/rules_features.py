@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The rules about DeepSpeed features and the stack: ZeRO, precision, checkpoints and resume,
 activation checkpointing, and the settings the stack profile decides (flash attention,
-bias-GeLU fusion). _job_rules.validate calls them in order.
+bias-GeLU fusion). ``rules.validate`` calls them in order.
 
 No Ansible imports: unit-tested alone.
 """

@@ -5,8 +5,8 @@
 from the same job spec as train.sh.
 
 The sbatch script (roles/megatron_launch/templates/job.sbatch.j2) runs what train.sh runs: the pretrain_gpt.py
-arguments come from ``_job_args.train_arg_groups`` and the environment from
-``_job_files.deepspeed_env``; only the start of the ranks differs. Under Slurm the ranks are
+arguments come from ``args.train_arg_groups`` and the environment from
+``files.deepspeed_env``; only the start of the ranks differs. Under Slurm the ranks are
 the tasks of one ``srun`` step, one per GPU, and a small wrapper gives each of them the
 variables that torch.distributed's ``env://`` rendezvous and Megatron-DeepSpeed read (RANK,
 WORLD_SIZE, LOCAL_RANK, from SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID; MASTER_ADDR and

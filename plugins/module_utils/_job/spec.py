@@ -6,7 +6,7 @@ DP, gradient accumulation, padded vocabulary, parameters).
 
 ``normalize`` is the one way a set of ``megatron_job_*`` variables becomes a job spec: the
 megatron_job role (through the ``megatron_ds.cluster.job_spec`` filter), the validate_job
-action and the tests all call it, and every builder in _job_args calls it again (it is
+action and the tests all call it, and every builder in ``args`` calls it again (it is
 idempotent), so a spec is read with one set of rules wherever it comes from.
 
 No Ansible imports: unit-tested alone.

@@ -1,10 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, megatron_ds.cluster developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What the Megatron-DeepSpeed flag table (_mds_args) says about the traps among the flags:
+"""What the Megatron-DeepSpeed flag table (``_mds.args``) says about the traps among the flags:
 obsolete flags (asserted away), deprecated ones (advice) and common misspellings, each with a
 message that says what to do. Kept apart from the generated table, which is regenerated from
-``megatron/arguments.py``; these notes are written by hand. Eras are named as in _mds_args
+``megatron/arguments.py``; these notes are written by hand. Eras are named as in ``_mds.args``
 (``head``, ``before_rebase``).
 """
 from __future__ import annotations

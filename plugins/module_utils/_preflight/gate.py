@@ -18,8 +18,8 @@ Three kinds of check, in this order:
 A row names the node, the component, the value found, the value expected and the fix.
 
 This file runs the checks and says the verdict (and names unreachable nodes); the rows and
-shared helpers are in _preflight_rows, the matrix in _preflight_matrix, the cross-node and
-cluster checks in _preflight_cluster.
+shared helpers are in ``rows``, the matrix in ``matrix``, the cross-node and
+cluster checks in ``cluster``.
 """
 from __future__ import annotations
 

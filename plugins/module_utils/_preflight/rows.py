@@ -4,8 +4,8 @@
 """The preflight's rows and what every check shares: the statuses, :class:`Row`, the check
 context (profile, options, the nodes that answered) and the helpers that read facts.
 
-Pure functions, no Ansible imports. The checks are in _preflight_matrix (per node, against
-the profile) and _preflight_cluster (across nodes, and the cluster); _preflight runs them.
+Pure functions, no Ansible imports. The checks are in ``matrix`` (per node, against
+the profile) and ``cluster`` (across nodes, and the cluster); ``gate`` runs them.
 """
 from __future__ import annotations
 

@@ -201,7 +201,7 @@ PROFILES: Dict[str, Dict[str, Any]] = {
         "torchscript_fusion": False,
         # The collection's torch.compile'd bias-GeLU, rotary embedding and SwiGLU
         # (roles/python_env/files/fused_ops), opted in by this profile: on one H200 the llama
-        # preset ran 429.0 -> 514.9 TFLOP/s and the GPT 468.1 -> 483.3 (docs/benchmarks.md).
+        # preset ran 419.0 -> 492.9 TFLOP/s and the GPT 452.8 -> 466.0 (docs/benchmarks.md).
         "fused_ops": True,
     },
     "cpu": {

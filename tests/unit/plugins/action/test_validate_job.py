@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 from typing import Any, Dict, Optional, Tuple
 from unittest.mock import MagicMock
 
@@ -19,6 +17,7 @@ from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible_collections.megatron_ds.cluster.plugins.action import validate_job as validate_job_action
 from ansible_collections.megatron_ds.cluster.plugins.action.validate_job import ActionModule
 from ansible_collections.megatron_ds.cluster.plugins.module_utils import _report
+from ansible_collections.megatron_ds.cluster.tests.support import tools
 from ansible_collections.megatron_ds.cluster.tests.support import upstream as upstream_support
 from ansible_collections.megatron_ds.cluster.tests.support.action_harness import make_action as build_action
 
@@ -270,11 +269,7 @@ def _collections_path() -> str:
 
 
 def _playbook(*extra: str) -> subprocess.CompletedProcess:
-    binary = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
-    if not os.path.exists(binary):
-        binary = shutil.which("ansible-playbook") or ""
-    if not binary:
-        pytest.skip("ansible-playbook is not installed next to this Python")
+    binary = tools.require("ansible-playbook")
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_COLLECTIONS_PATH=_collections_path())
     command = [binary, "playbooks/validate.yml", "-i", "localhost,", "-e", "validate_report_dir=%s" % _report.DEFAULT_DIR] + list(extra)

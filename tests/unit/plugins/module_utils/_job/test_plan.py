@@ -31,7 +31,7 @@ GIB = 1024.0 ** 3
 
 def _row_job(row):
     """The normalized spec and derived numbers of a recorded row, as the role rendered it
-    (stack profile from megatron_stack_profile; the first session's llama rows as the preset)."""
+    (stack profile from megatron_stack_profile; the earlier llama rows, run with the preset's switches, as the preset)."""
     c = row["config"]
     variables = grid.role_vars(c, "/tmp/grid", 29500)
     variables["megatron_job_stack_profile"] = variables.pop("megatron_stack_profile")
@@ -345,8 +345,8 @@ FUSED_ROWS = [(call, row) for call in (7, 8, 9)
 
 @pytest.mark.parametrize("call, row", FUSED_ROWS, ids=["call%d-%s" % (c, r["name"]) for c, r in FUSED_ROWS])
 def test_step_time_within_10_percent_with_and_without_the_fused_ops(call, row):
-    """The side-by-side runs of megatron_job_fused_ops (calls 8 and 9 fitted FUSED_OPS_FACTOR,
-    call 7 ran an earlier version): a -fx row ran the compiled kernels, its pair did not."""
+    """The side-by-side runs of megatron_job_fused_ops (the runs call8-* and call9-* fitted
+    FUSED_OPS_FACTOR, call7-* ran an earlier version): a -fx row ran the compiled kernels, its pair did not."""
     variables = {k[len("megatron_job_"):]: v for k, v in row["vars"].items() if k.startswith("megatron_job_")}
     variables["stack_profile"] = row["vars"]["megatron_stack_profile"]
     variables["fused_ops"] = row["name"].endswith("-fx")
