@@ -4,11 +4,12 @@
 """The job rules: every check of a job against Megatron-DeepSpeed's and DeepSpeed's own rules,
 quoting the assertion the job would fail on, with its own message where it has one.
 
-``validate`` judges either a normalized spec (then the argument list is _job_args.arguments
-of that spec, the very list train.sh passes) or a train.sh read by _job_script (then its own
-arguments), with the ds_config.json and hostfile beside it when given. The cluster, launcher,
-argument, parallelism, model and batch rules live here; the DeepSpeed-feature and stack rules
-in _job_rules_features; the memory estimate in _job_memory.
+``validate`` reads the job once (``inputs.read``: a normalized spec, whose argument list is
+``args.arguments`` of that spec, the very list train.sh passes, or a train.sh read by ``script``,
+with its own arguments) and ``judge`` runs every rule on that one shape, with the ds_config.json
+and hostfile beside it when given. The cluster, launcher, argument, parallelism, model and batch
+rules live here; the DeepSpeed-feature and stack rules in ``rules_features``; the memory estimate
+in ``memory``.
 
 No Ansible imports: unit-tested alone.
 """

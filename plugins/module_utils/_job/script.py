@@ -4,8 +4,8 @@
 """The train.sh reader: an existing launch script (the guide's, the user's own, or the one the
 megatron_job role rendered) read into the job model, so the same rules judge it.
 
-The shell is read by _job_shell; the arguments after the training script go through the
-Megatron-DeepSpeed flag table (_mds_args) and the spec's flag table (_job_args.SPEC_ARGS), so a
+The shell is read by ``shell``; the arguments after the training script go through the
+Megatron-DeepSpeed flag table (``_mds.args``) and the spec's flag table (``args.SPEC_ARGS``), so a
 flag maps to the same spec key in both directions.
 
 No Ansible imports: unit-tested alone.
@@ -483,7 +483,7 @@ def _read_megatron_args(args: List[str], era: str, result: Dict[str, Any]) -> No
 
 
 def _read_preset(spec: Dict[str, Any], explicit: List[str]) -> None:
-    """A train.sh that passes every switch of a model preset (_job_args.PRESET_ARGS) is that
+    """A train.sh that passes every switch of a model preset (``args.PRESET_ARGS``) is that
     preset: the switches leave extra_args and model_preset says it, as the job files wrote it."""
     extra = list(spec.get("extra_args") or [])
     for preset, groups in PRESET_ARGS.items():
