@@ -15,7 +15,7 @@ No Ansible imports: unit-tested alone.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from .args import DROPPED_IS_ERROR, SPEC_ARGS, SPEC_FLAG_KEYS, PRECISION_FLAGS
 from .inputs import JobInput, last_value
@@ -24,12 +24,16 @@ from .findings import finding
 from .memory import check_memory
 from .model import default_ffn_hidden_size, is_llama
 from .rules_features import (
+    Recompute,
+    ZeroSetup,
     check_activation_checkpointing,
     check_bias_gelu_fusion,
     check_checkpoints,
     check_flash_attn,
     check_precision,
     check_zero,
+    recompute,
+    zero_setup,
 )
 from .schema import PREFIX
 from .script import expected_value
@@ -47,12 +51,16 @@ DS_BATCH_MISSING_MSG = "Either train_batch_size or train_micro_batch_size_per_gp
 DS_DIVISIBLE_MSG = "Train batch size must be divisible by micro-batch data parallelism"
 MDS_NO_PP_MSG = "pipeline_model_parallel_size must be 1 if pipeline parallel is disabled"
 
+Add = Callable[[Dict[str, str]], None]
 
-def _check_schedule(flags: Mapping[str, List[Tuple[str, ...]]], add: Callable[[Dict[str, str]], None]) -> None:
+
+def _check_schedule(job: JobInput, facts: Facts, add: Add) -> None:
     """validate_args' schedule checks (4efb479d megatron/arguments.py:238-266; 9446eaac
     arguments.py:180-208, the same asserts in parse_args): a run counts iterations or samples,
     never both, and --lr-warmup-fraction replaces the warmup count of that kind, which must then be
     0 (Megatron's default; the job files render --lr-warmup-iters)."""
+    flags = job.flags
+
     def number(flag: str) -> int:
         value = last_value(flags, flag)
         try:
@@ -81,13 +89,13 @@ def _check_schedule(flags: Mapping[str, List[Tuple[str, ...]]], add: Callable[[D
             % (other.lstrip("-"), "251" if other == "--lr-warmup-iters" else "266")))
 
 
-def _ds_int(config: Mapping[str, Any], key: str, findings: List[Dict[str, str]]) -> Optional[int]:
+def _ds_int(config: Mapping[str, Any], key: str, add: Add) -> Optional[int]:
     value = config.get(key)
     if value is None:
         return None
     number = int_or_none(value)
     if number is None or isinstance(value, float) and not value.is_integer():
-        findings.append(finding(
+        add(finding(
             "ds_config %s is an integer" % key, "fail", "ds_config", "%s: %r" % (key, value),
             "an integer", "write a number (Megatron-DeepSpeed does not resolve 'auto')",
         ))
@@ -122,36 +130,44 @@ def validate(
     return judge(read_input(spec, ds_config, cluster, resume_checkpoint, deepspeed_version, script))
 
 
-def judge(job: JobInput) -> List[Dict[str, str]]:
-    """The findings for one job input (inputs.read), in the order validate.yml prints them."""
-    findings: List[Dict[str, str]] = list(job.findings)
-    add = findings.append
-    if not _check_cluster(job, add):
-        return findings
-    if job.script:
-        _check_launcher(job.script, job.nodes, job.gpus, job.hosts, add)
-    _check_arguments(job, add)
-    _check_spec_values(job, add)
+class Facts(NamedTuple):
+    """What the rules derive from a job before judging it, once: the parallel layout and batch
+    arithmetic (spec.derive), the micro and global batch Megatron will use (each with a note on
+    where it came from), the ZeRO setup and what is recomputed."""
+
+    derived: Dict[str, Any]
+    dp: Optional[int]
+    micro: Optional[int]
+    micro_note: str
+    global_batch: Optional[int]
+    global_note: str
+    zero: ZeroSetup
+    recompute: Recompute
+
+
+def facts_of(job: JobInput) -> Facts:
+    """The Facts of a job whose cluster shape is known."""
     derived = derive(job.spec, job.nodes, job.gpus)
     dp = derived["data_parallel_size"]
-    _check_parallelism(job.spec, derived, job.nodes, job.gpus, add)
-    _check_model(job.spec, job.tp, job.pp, job.era, add)
-    _check_grouped_query_attention(job.spec, add)
-    micro, micro_note = _effective_micro(job.spec, job.extra, findings)
+    micro, micro_note = _effective_micro(job.spec, job.extra)
     global_batch, global_note = job.spec.get("global_batch_size"), ""
     if global_batch is None and micro and dp:
         global_batch = micro * dp
         global_note = " (--global-batch-size not given: Megatron uses micro x DP)"
-    _check_batch(job, micro, micro_note, global_batch, global_note, dp, add, findings)
-    zero = check_zero(job, add)
-    check_precision(job, add)
-    check_checkpoints(job, add)
-    checkpointing = check_activation_checkpointing(job, derived, add)
-    _check_schedule(job.flags, add)
-    findings.extend(upstream_refusals(job.flags, job.era))  # validate_args' option checks, as data
-    check_flash_attn(job, add)
-    check_bias_gelu_fusion(job, add)
-    _check_memory(job, derived, micro, global_batch, zero, checkpointing, add)
+    return Facts(derived, dp, micro, micro_note, global_batch, global_note,
+                 zero_setup(job.spec, job.ds), recompute(job.spec, job.flags))
+
+
+def judge(job: JobInput) -> List[Dict[str, str]]:
+    """The findings for one job input (inputs.read), in the order validate.yml prints them: what
+    reading a train.sh found, the cluster's shape (nothing else is judged without it), then each
+    rule of RULES."""
+    findings: List[Dict[str, str]] = list(job.findings)
+    if not _check_cluster(job, findings.append):
+        return findings
+    facts = facts_of(job)
+    for rule in RULES:
+        rule(job, facts, findings.append)
     return findings
 
 
@@ -189,26 +205,27 @@ def _check_cluster(job: JobInput, add: Callable[[Dict[str, str]], None]) -> bool
 MEMORY_SHAPE_KEYS = ("num_layers", "hidden_size", "num_attention_heads", "seq_length", "max_position_embeddings")
 
 
-def _check_memory(job: JobInput, derived: Mapping[str, Any], micro: Optional[int], global_batch: Optional[int],
-                  zero: Mapping[str, Any], checkpointing: Optional[str], add: Callable[[Dict[str, str]], None]) -> None:
+def _check_memory(job: JobInput, facts: Facts, add: Add) -> None:
     """The per-GPU memory estimate, where the model's shape and the data-parallel size are known."""
-    dp = derived["data_parallel_size"]
+    derived, dp, micro, global_batch, zero = facts.derived, facts.dp, facts.micro, facts.global_batch, facts.zero
     if not dp or not all(job.spec.get(key) for key in MEMORY_SHAPE_KEYS):
         return
     mem_derived = dict(derived)
     mem_derived["micro_batch_size"] = micro or 1
     if micro and global_batch and global_batch % (micro * dp) == 0:
         mem_derived["gradient_accumulation_steps"] = global_batch // (micro * dp)
-    check_memory(job.spec, mem_derived, zero, job.deepspeed_version, checkpointing, job.gpu_memory_mib, add)
+    setup = {"stage": zero.stage, "offload_optimizer": zero.offload_optimizer, "offload_param": zero.offload_param,
+             "reduce_bucket_size": zero.reduce_bucket_size, "allgather_bucket_size": zero.allgather_bucket_size}
+    check_memory(job.spec, mem_derived, setup, job.deepspeed_version, facts.recompute.kind, job.gpu_memory_mib, add)
 
 
-def _check_grouped_query_attention(spec: Mapping[str, Any], add: Callable[[Dict[str, str]], None]) -> None:
+def _check_grouped_query_attention(job: JobInput, facts: Facts, add: Add) -> None:
     """Fewer key/value heads than attention heads cannot train on Megatron-DeepSpeed 4efb479d:
     ParallelAttention.forward splits the fused QKV output into equal thirds
     (each_hidden_size = mixed_x_layer.shape[-1] // 3) unless DeepSpeed sequence parallelism is
     on, which is right only without grouping (measured on H200: 16 heads with 4 KV heads reached
     flash attention as 8 query and 32 key/value heads, docs/benchmarks.md)."""
-    kv_heads, heads = spec.get("num_key_value_heads"), spec.get("num_attention_heads")
+    kv_heads, heads = job.spec.get("num_key_value_heads"), job.spec.get("num_attention_heads")
     if kv_heads is None or heads is None or kv_heads == heads:
         return
     if heads % kv_heads:
@@ -244,8 +261,11 @@ def _check_hosts(hosts: Mapping[str, int], nodes: int, job_gpus: int, add: Calla
         ))
 
 
-def _check_launcher(script: Mapping[str, Any], nodes: int, job_gpus: int, hosts: Any,
-                    add: Callable[[Dict[str, str]], None]) -> None:
+def _check_launcher(job: JobInput, facts: Facts, add: Add) -> None:
+    """A train.sh's launcher line and its --deepspeed switches (a spec's train.sh is rendered right)."""
+    if not job.script:
+        return
+    script, nodes, hosts = job.script, job.nodes, job.hosts
     launcher = script.get("launcher") or {}
     if launcher.get("command") not in (None, "deepspeed"):
         add(finding(
@@ -297,7 +317,7 @@ def _check_launcher(script: Mapping[str, Any], nodes: int, job_gpus: int, hosts:
         ))
 
 
-def _check_arguments(job: JobInput, add: Callable[[Dict[str, str]], None]) -> None:
+def _check_arguments(job: JobInput, facts: Facts, add: Add) -> None:
     spec, era, extra, dropped, script = job.spec, job.era, job.extra, job.dropped, job.from_script
     where = "train.sh" if script else "megatron_job_extra_args"
     for parsed in split_args(extra, era):
@@ -379,7 +399,7 @@ def _check_arguments(job: JobInput, add: Callable[[Dict[str, str]], None]) -> No
                     "NullTokenizer asserts args.vocab_size is not None"))
 
 
-def _check_spec_values(job: JobInput, add: Callable[[Dict[str, str]], None]) -> None:
+def _check_spec_values(job: JobInput, facts: Facts, add: Add) -> None:
     """The spec's own values against the era's argparse: a choice one Megatron-DeepSpeed has and
     the other lacks (``--lr-decay-style inverse-square-root`` before the rebase) renders into a
     train.sh that stops at parse_args. A train.sh's values are judged where it is read."""
@@ -414,8 +434,8 @@ def _tp_allreduce_gib(spec: Mapping[str, Any], derived: Mapping[str, Any]) -> Op
     return 4.0 * (layers / pp) * micro * seq * hidden * width * grad_acc / 2 ** 30
 
 
-def _check_parallelism(spec: Mapping[str, Any], derived: Mapping[str, Any], nodes: int, gpus: int,
-                       add: Callable[[Dict[str, str]], None]) -> None:
+def _check_parallelism(job: JobInput, facts: Facts, add: Add) -> None:
+    spec, derived, gpus = job.spec, facts.derived, job.gpus
     tp, pp, world = derived["tensor_parallel"], derived["pipeline_parallel"], derived["world_size"]
     sp = derived.get("sequence_parallel_size") or 1
     grid = "TP %d x PP %d" % (tp, pp) + (" x SP %d" % sp if sp > 1 else "")
@@ -510,7 +530,8 @@ def _check_ds_sequence_parallel(spec: Mapping[str, Any], sp: int, add: Callable[
         ))
 
 
-def _check_model(spec: Mapping[str, Any], tp: int, pp: int, era: str, add: Callable[[Dict[str, str]], None]) -> None:
+def _check_model(job: JobInput, facts: Facts, add: Add) -> None:
+    spec, tp, pp = job.spec, job.tp, job.pp
     heads, hidden, layers = spec.get("num_attention_heads"), spec.get("hidden_size"), spec.get("num_layers")
     seq, positions = spec.get("seq_length"), spec.get("max_position_embeddings")
     # Megatron-DeepSpeed's own default when the job sets none: 4h, or for the llama preset
@@ -560,33 +581,39 @@ def _check_model(spec: Mapping[str, Any], tp: int, pp: int, era: str, add: Calla
         ))
 
 
-def _effective_micro(spec: Mapping[str, Any], extra: List[str],
-                     findings: List[Dict[str, str]]) -> Tuple[Optional[int], str]:
+def _effective_micro(spec: Mapping[str, Any], extra: List[str]) -> Tuple[Optional[int], str]:
+    """(the micro batch the batch rules use, a note when it is not --micro-batch-size): a job
+    without one is judged with the obsolete --batch-size it may still pass."""
     micro = spec.get("micro_batch_size")
     if micro is not None:
         return micro, ""
     obsolete = [p for p in split_args(extra) if p.flag == "--batch-size" and p.values]
-    note = "--micro-batch-size missing"
-    intended = None
-    if obsolete and int_or_none(obsolete[-1].values[0]):
+    if obsolete and int_or_none(obsolete[-1].values[0]):  # a value of the user's own argument list
         intended = int(obsolete[-1].values[0])
-        note += "; the obsolete --batch-size %d taken as the intended micro batch below" % intended
-    findings.append(finding(
+        return intended, "--micro-batch-size missing; the obsolete --batch-size %d taken as the intended micro batch below" % intended
+    return None, "--micro-batch-size missing"
+
+
+def _check_micro(job: JobInput, facts: Facts, add: Add) -> None:
+    """Megatron-DeepSpeed needs --micro-batch-size."""
+    if job.spec.get("micro_batch_size") is not None:
+        return
+    intended = facts.micro
+    add(finding(
         "--micro-batch-size given", "fail", "batch", "missing" if intended is None else
         "missing (only the obsolete --batch-size %d)" % intended, "--micro-batch-size N (> 0)",
         "Megatron-DeepSpeed asserts args.micro_batch_size is not None; add --micro-batch-size%s"
         % (" %d" % intended if intended else ""),
     ))
-    return intended, note
 
 
-def _ds_batch(ds: Dict[str, Any], dp: int, findings: List[Dict[str, str]]) -> Tuple[Optional[int], Optional[int], Optional[int], str]:
+def _ds_batch(ds: Dict[str, Any], dp: int, add: Add) -> Tuple[Optional[int], Optional[int], Optional[int], str]:
     """DeepSpeed's _set_batch_related_parameters: fill the missing one of train_batch_size,
     train_micro_batch_size_per_gpu, gradient_accumulation_steps from the other two (world_size
     there is the data-parallel size)."""
-    train = _ds_int(ds, "train_batch_size", findings)
-    micro = _ds_int(ds, "train_micro_batch_size_per_gpu", findings)
-    acc = _ds_int(ds, "gradient_accumulation_steps", findings)
+    train = _ds_int(ds, "train_batch_size", add)
+    micro = _ds_int(ds, "train_micro_batch_size_per_gpu", add)
+    acc = _ds_int(ds, "gradient_accumulation_steps", add)
     derived = ""
     if train is not None and micro is not None and acc is not None:
         pass
@@ -608,10 +635,9 @@ def _ds_batch(ds: Dict[str, Any], dp: int, findings: List[Dict[str, str]]) -> Tu
     return train, micro, acc, derived
 
 
-def _check_batch(job: JobInput, micro: Optional[int], micro_note: str,
-                 global_batch: Optional[int], global_note: str, dp: Optional[int],
-                 add: Callable[[Dict[str, str]], None], findings: List[Dict[str, str]]) -> None:
-    ds, from_script = job.ds, job.from_script
+def _check_batch(job: JobInput, facts: Facts, add: Add) -> None:
+    ds, from_script, dp = job.ds, job.from_script, facts.dp
+    micro, micro_note, global_batch, global_note = facts.micro, facts.micro_note, facts.global_batch, facts.global_note
     if dp is None:
         return
     if micro is not None and micro < 1:
@@ -639,7 +665,7 @@ def _check_batch(job: JobInput, micro: Optional[int], micro_note: str,
                 "" if ok else "DeepSpeed asserts it; make megatron_job_global_batch_size a multiple of %d" % (micro * dp),
             ))
         return
-    train, ds_micro, acc, how = _ds_batch(ds, dp, findings)
+    train, ds_micro, acc, how = _ds_batch(ds, dp, add)
     if train is None and ds_micro is None:
         add(finding("ds_config batch sizes", "fail", "ds_config", "neither given", "train_batch_size and "
                     "train_micro_batch_size_per_gpu", "DeepSpeed asserts: " + DS_BATCH_MISSING_MSG))
@@ -673,3 +699,32 @@ def _check_batch(job: JobInput, micro: Optional[int], micro_note: str,
             "(DeepSpeed then raises '%s' when it does not divide); set train_batch_size to %d or "
             "--global-batch-size to %d" % (DS_DIVISIBLE_MSG, global_batch, train),
         ))
+
+
+def _check_upstream_asserts(job: JobInput, facts: Facts, add: Add) -> None:
+    """validate_args' option checks, restated as data (upstream_asserts)."""
+    for refusal in upstream_refusals(job.flags, job.era):
+        add(refusal)
+
+
+# Every rule after the cluster's shape, in the order validate.yml prints their findings. Each takes
+# (JobInput, Facts, add) and adds findings; a new rule is a function and a row here.
+RULES: Tuple[Callable[[JobInput, Facts, Add], None], ...] = (
+    _check_launcher,
+    _check_arguments,
+    _check_spec_values,
+    _check_parallelism,
+    _check_model,
+    _check_grouped_query_attention,
+    _check_micro,
+    _check_batch,
+    check_zero,
+    check_precision,
+    check_checkpoints,
+    check_activation_checkpointing,
+    _check_schedule,
+    _check_upstream_asserts,
+    check_flash_attn,
+    check_bias_gelu_fusion,
+    _check_memory,
+)

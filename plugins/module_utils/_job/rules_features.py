@@ -197,32 +197,47 @@ def _check_zero3_weight_decay(spec: Mapping[str, Any], init_stage: Optional[int]
     ))
 
 
-class _Zero(NamedTuple):
-    """The ZeRO configuration the job runs: from ds_config.json when given, else from the spec."""
+class ZeroSetup(NamedTuple):
+    """The ZeRO configuration the job runs: from ds_config.json when given, else from the spec.
+    ``valid`` is False when the JSON's stage is not 0-3 (``stage`` then reads 0)."""
 
     stage: int
     offload_optimizer: bool
     offload_param: bool
     source: str
     section: Mapping[str, Any]
+    valid: bool
+    reduce_bucket_size: Optional[int]
+    allgather_bucket_size: Optional[int]
 
 
-def _zero_config(job: Any, add: Callable[[Dict[str, str]], None]) -> _Zero:
-    """The stage and offloads DeepSpeed will use, with the ds_config section's own checks."""
-    spec, ds = job.spec, job.ds
+def zero_setup(spec: Mapping[str, Any], ds: Optional[Mapping[str, Any]]) -> ZeroSetup:
+    """The stage, offloads and buckets DeepSpeed will use."""
     if ds is None:
         arg_stage = spec.get("zero_stage")
-        return _Zero(arg_stage if arg_stage is not None else 0, spec.get("zero_offload_optimizer") == "cpu",
-                     spec.get("zero_offload_param") == "cpu", "megatron_job_zero_stage", {})
+        return ZeroSetup(arg_stage if arg_stage is not None else 0, spec.get("zero_offload_optimizer") == "cpu",
+                         spec.get("zero_offload_param") == "cpu", "megatron_job_zero_stage", {}, True,
+                         spec.get("zero_reduce_bucket_size"), spec.get("zero_allgather_bucket_size"))
     raw = ds.get("zero_optimization")
     section: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
-    stage = int_or_none(section.get("stage", 0))  # ds_config.json is the user's file: "2" reads as 2
-    if stage not in ZERO_STAGES:
-        add(finding("ds_config ZeRO stage", "fail", "zero", section.get("stage"), "0, 1, 2 or 3",
+    # ds_config.json is the user's own file: "2" reads as 2, as DeepSpeed's config model reads it.
+    stage = int_or_none(section.get("stage", 0))
+    return ZeroSetup(
+        stage if stage in ZERO_STAGES else 0,
+        offload_device(section.get("offload_optimizer")) != "none" or bool(section.get("cpu_offload")),
+        offload_device(section.get("offload_param")) != "none" or bool(section.get("cpu_offload_param")),
+        "ds_config zero_optimization.stage", section, stage in ZERO_STAGES,
+        int_or_none(section.get("reduce_bucket_size")), int_or_none(section.get("allgather_bucket_size")),
+    )
+
+
+def _check_zero_section(job: Any, zero: ZeroSetup, add: Callable[[Dict[str, str]], None]) -> None:
+    """ds_config's zero_optimization section: a stage DeepSpeed knows, and only keys it declares."""
+    if not zero.valid:
+        add(finding("ds_config ZeRO stage", "fail", "zero", zero.section.get("stage"), "0, 1, 2 or 3",
                     "set zero_optimization.stage to 0-3"))
-        stage = 0
     known = ZERO_KEYS_092 if job.era == BEFORE_REBASE else ZERO_KEYS_HEAD
-    unknown = sorted(k for k in section if k not in known)
+    unknown = sorted(k for k in zero.section if k not in known)
     if unknown:
         add(finding(
             "ds_config zero_optimization keys", "fail", "ds_config", ", ".join(unknown),
@@ -230,15 +245,9 @@ def _zero_config(job: Any, add: Callable[[Dict[str, str]], None]) -> _Zero:
             "DeepSpeed's config model forbids unknown keys (pydantic extra=forbid) and stops at "
             "start; remove or correct them",
         ))
-    return _Zero(
-        stage,
-        offload_device(section.get("offload_optimizer")) != "none" or bool(section.get("cpu_offload")),
-        offload_device(section.get("offload_param")) != "none" or bool(section.get("cpu_offload_param")),
-        "ds_config zero_optimization.stage", section,
-    )
 
 
-def _check_zero_pipeline(zero: _Zero, pp: int, ds_pipeline: bool, add: Callable[[Dict[str, str]], None]) -> None:
+def _check_zero_pipeline(zero: ZeroSetup, pp: int, ds_pipeline: bool, add: Callable[[Dict[str, str]], None]) -> None:
     """DeepSpeed's pipeline engine takes ZeRO-0/1 only."""
     stage = zero.stage
     if stage >= 2 and ds_pipeline:
@@ -299,7 +308,7 @@ def _check_zero_stage_agrees(job: Any, stage: int, add: Callable[[Dict[str, str]
     ))
 
 
-def _check_offload(job: Any, zero: _Zero, add: Callable[[Dict[str, str]], None]) -> None:
+def _check_offload(job: Any, zero: ZeroSetup, add: Callable[[Dict[str, str]], None]) -> None:
     """Parameter offload needs ZeRO-3; optimizer offload needs DeepSpeed's CPU Adam."""
     if zero.offload_param and zero.stage != 3:
         add(finding(
@@ -344,10 +353,11 @@ def _check_ds_client_sections(spec: Mapping[str, Any], ds: Mapping[str, Any], ad
         ))
 
 
-def check_zero(job: Any, add: Callable[[Dict[str, str]], None]) -> Dict[str, Any]:
-    """The ZeRO rules for a job input (inputs.JobInput); returns the ZeRO setup the memory estimate uses."""
-    spec, ds = job.spec, job.ds
-    zero = _zero_config(job, add)
+def check_zero(job: Any, facts: Any, add: Callable[[Dict[str, str]], None]) -> None:
+    """The ZeRO rules, on the setup ``facts.zero`` (zero_setup) that the memory estimate uses too."""
+    spec, ds, zero = job.spec, job.ds, facts.zero
+    if ds is not None:
+        _check_zero_section(job, zero, add)
     ds_pipeline = not spec.get("no_pipeline_parallel")
     _check_zero_pipeline(zero, job.pp, ds_pipeline, add)
     if ds is not None:
@@ -362,16 +372,9 @@ def check_zero(job: Any, add: Callable[[Dict[str, str]], None]) -> Dict[str, Any
     _check_offload(job, zero, add)
     if ds is not None:
         _check_ds_client_sections(spec, ds, add)
-    return {
-        "stage": zero.stage,
-        "offload_optimizer": zero.offload_optimizer,
-        "offload_param": zero.offload_param,
-        "reduce_bucket_size": int_or_none(zero.section.get("reduce_bucket_size")) if ds is not None else spec.get("zero_reduce_bucket_size"),
-        "allgather_bucket_size": int_or_none(zero.section.get("allgather_bucket_size")) if ds is not None else spec.get("zero_allgather_bucket_size"),
-    }
 
 
-def check_precision(job: Any, add: Callable[[Dict[str, str]], None]) -> None:
+def check_precision(job: Any, facts: Any, add: Callable[[Dict[str, str]], None]) -> None:
     """--bf16/--fp16 against each other and against ds_config.json's sections."""
     spec, ds, extra = job.spec, job.ds, job.extra
     precision = spec.get("precision") or "fp32"
@@ -456,7 +459,7 @@ def judge_resume(names: Iterable[str], path: str, tag: str, expect: Mapping[str,
     return judged
 
 
-def check_checkpoints(job: Any, add: Callable[[Dict[str, str]], None]) -> None:
+def check_checkpoints(job: Any, facts: Any, add: Callable[[Dict[str, str]], None]) -> None:
     """--save with its interval, --no-load-optim under DeepSpeed, and the layout of the checkpoint to resume."""
     spec, flags, era = job.spec, job.flags, job.era
     if spec.get("checkpoint_dir"):
@@ -512,30 +515,39 @@ def _check_resume(job: Any, add: Callable[[Dict[str, str]], None]) -> None:
 CPU_DS_CHECKPOINTING_CHECK = "DeepSpeed activation checkpointing runs on the accelerator"
 
 
-def check_activation_checkpointing(job: Any, derived: Mapping[str, Any],
-                                   add: Callable[[Dict[str, str]], None]) -> Optional[str]:
-    """Activation checkpointing and recompute as Megatron-DeepSpeed and DeepSpeed take them;
-    returns what is recomputed ("full", "selective" or None) for the memory estimate."""
-    spec, flags = job.spec, job.flags
+class Recompute(NamedTuple):
+    """What the job recomputes: ``checkpoint`` (--checkpoint-activations or the spec's switch), the
+    last --recompute-granularity and --recompute-method, and ``kind`` for the memory estimate
+    ("full", "selective" or None)."""
+
+    checkpoint: bool
+    granularity: Optional[str]
+    method: Optional[str]
+    kind: Optional[str]
+
+
+def recompute(spec: Mapping[str, Any], flags: Mapping[str, Any]) -> Recompute:
+    """Activation checkpointing and recompute as Megatron-DeepSpeed reads its flags."""
     granularity = last_value(flags, "--recompute-granularity")
-    method = last_value(flags, "--recompute-method")
     checkpoint = bool(spec.get("activation_checkpointing")) or "--checkpoint-activations" in flags
     if "--recompute-activations" in flags:
         granularity = "selective"
+    kind = "full" if checkpoint or granularity == "full" else "selective" if granularity == "selective" else None
+    return Recompute(checkpoint, granularity, last_value(flags, "--recompute-method"), kind)
+
+
+def check_activation_checkpointing(job: Any, facts: Any, add: Callable[[Dict[str, str]], None]) -> None:
+    """Activation checkpointing and recompute as Megatron-DeepSpeed and DeepSpeed take them."""
+    spec, flags, rec = job.spec, job.flags, facts.recompute
     # --deepspeed-activation-checkpointing only picks DeepSpeed's implementation; Megatron
     # checkpoints nothing unless --checkpoint-activations or --recompute-* asks
     # (transformer.py ParallelTransformer.forward).
-    any_checkpointing = checkpoint or granularity is not None
+    any_checkpointing = rec.checkpoint or rec.granularity is not None
     if any_checkpointing and "--deepspeed-activation-checkpointing" in flags:
         _check_cpu_ds_checkpointing(spec, add)
     _check_partitioning(spec, job.ds, flags, any_checkpointing, add)
     _check_ds_checkpointing_section(job.ds, flags, add)
-    _check_recompute_method(job.era, derived, flags, checkpoint, granularity, method, add)
-    if checkpoint or granularity == "full":
-        return "full"
-    if granularity == "selective":
-        return "selective"
-    return None
+    _check_recompute_method(job.era, facts.derived, flags, rec.checkpoint, rec.granularity, rec.method, add)
 
 
 def _check_cpu_ds_checkpointing(spec: Mapping[str, Any], add: Callable[[Dict[str, str]], None]) -> None:
@@ -656,7 +668,7 @@ def _check_recompute_method(era: str, derived: Mapping[str, Any], flags: Mapping
         ))
 
 
-def check_flash_attn(job: Any, add: Callable[[Dict[str, str]], None]) -> None:
+def check_flash_attn(job: Any, facts: Any, add: Callable[[Dict[str, str]], None]) -> None:
     """Flash attention where the stack profile requires it (cu130: the unfused path fails,
     docs/upstream-facts.md §G), the flag the installed provider serves, and half precision (Megatron's
     FlashSelfAttention asserts q, k, v are fp16 or bf16)."""
@@ -714,7 +726,7 @@ BIAS_GELU_SLOW_REASON = (
 )
 
 
-def check_bias_gelu_fusion(job: Any, add: Callable[[Dict[str, str]], None]) -> None:
+def check_bias_gelu_fusion(job: Any, facts: Any, add: Callable[[Dict[str, str]], None]) -> None:
     """A warning where the job keeps Megatron's TorchScript bias-GeLU on a profile whose torch
     cannot fuse it (cu130): it runs, only slower."""
     spec, flags, from_script = job.spec, job.flags, job.from_script
