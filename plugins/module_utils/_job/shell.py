@@ -144,6 +144,8 @@ class _StatementSplitter:
             self._keep("(")
 
 
+# Character -> class; any other character is "other". Quote state x class -> action; a class
+# missing from a state's table keeps the character (inside single quotes all but the closing one).
 _SPLIT_CLASSES: Dict[str, str] = dict(
     [("\\", "escape"), ("'", "single"), ('"', "double"), ("`", "backtick"), ("$", "dollar"), ("(", "open"), (")", "close"),
      ("#", "hash")] + [(c, "separator") for c in "\n;|&"])
