@@ -8,7 +8,7 @@ No Ansible imports: unit-tested alone.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional, Tuple
 
 from .._stack import profiles as _stack_profiles
 from .findings import finding
@@ -118,113 +118,11 @@ def estimate_memory(
     configurations of a 1.23B GPT and the llama preset: -7% to +3%); the TP and PP terms are
     the paper's, not measured here.
     """
-    tp = derived["tensor_parallel"]
-    pp = derived["pipeline_parallel"]
-    # ZeRO partitions over data parallel x DeepSpeed sequence parallel: DeepSpeed hands its ZeRO
-    # optimizers the sequence-data-parallel group (deepspeed/runtime/engine.py:1798 and 2307 at v0.19.5).
-    sp = int(derived.get("sequence_parallel_size") or 1)
-    dp = (derived["data_parallel_size"] or 1) * sp
-    hidden = int(spec["hidden_size"])
-    heads = int(spec["num_attention_heads"])
-    layers = int(spec["num_layers"])
-    seq = int(spec["seq_length"])
-    positions = int(spec["max_position_embeddings"])
-    ffn = int(derived["ffn_hidden_size"] or 4 * hidden)
-    vocab = derived["padded_vocab_size"] or KNOWN_VOCAB_SIZES["GPT2BPETokenizer"]
-    micro = int(derived["micro_batch_size"] or 1)
-    grad_acc = derived["gradient_accumulation_steps"] or 1
-    mixed = spec.get("precision") in ("bf16", "fp16")
-    stage = int(zero.get("stage") or 0)
-    offload_opt = bool(zero.get("offload_optimizer"))
-    offload_param = bool(zero.get("offload_param"))
-
-    llama = (spec.get("model_preset") or "gpt") == "llama"
-    per_layer = llama_layer_parameters(hidden, ffn) if llama else layer_parameters(hidden, ffn)
-    if llama:
-        positions = 0  # rotary embeddings: no learned position table
-    layers_per_stage = int(math.ceil(layers / float(pp)))
-    embed = vocab * hidden / tp
-    if pp == 1:
-        # Untied embeddings (llama) add the output layer's own V x h / TP.
-        params_gpu = layers * per_layer / tp + embed * (2 if llama else 1) + positions * hidden + 2 * hidden
-    else:
-        # First stage: word + position embeddings; last stage: the tied output embedding copy.
-        params_gpu = layers_per_stage * per_layer / tp + embed + max(positions * hidden, 2 * hidden)
-    largest_layer = max(per_layer / tp, embed)
-
-    work = 2 if mixed else 4
-    if stage == 3:
-        factor = 18 if mixed else 16
-        if offload_opt and offload_param:
-            model_states = 4 * largest_layer
-        elif offload_opt:
-            model_states = 4 * largest_layer + 2 * params_gpu / dp
-        elif offload_param:
-            model_states = 4 * largest_layer + (factor - 2) * params_gpu / dp
-        else:
-            model_states = 4 * largest_layer + factor * params_gpu / dp
-        formula = "ZeRO-3: 4 x largest layer + %s" % (
-            "0" if offload_opt and offload_param else "2 P/N" if offload_opt else "%d P/N" % factor
-        )
-    elif stage == 2:
-        if offload_opt:
-            model_states, formula = work * params_gpu, "ZeRO-2 offload: %d P" % work
-        elif mixed and version_lt(deepspeed_version, ZERO2_ESTIMATOR_CHANGED):
-            model_states, formula = 4 * params_gpu + 16 * params_gpu / dp, "ZeRO-2 (DeepSpeed < 0.14.3): 4P + 16P/N"
-        elif mixed:
-            model_states, formula = 2 * params_gpu + 18 * params_gpu / dp, "ZeRO-2: 2P + 18P/N"
-        else:
-            model_states, formula = 4 * params_gpu + 12 * params_gpu / dp, "ZeRO-2 fp32: 4P + 12P/N"
-    elif stage == 1:
-        if offload_opt:
-            model_states, formula = 2 * work * params_gpu, "ZeRO-1 offload: %d P" % (2 * work)
-        elif mixed:
-            model_states, formula = 4 * params_gpu + 16 * params_gpu / dp, "ZeRO-1: 4P + 16P/N"
-        else:
-            model_states, formula = 8 * params_gpu + 8 * params_gpu / dp, "ZeRO-1 fp32: 8P + 8P/N"
-    else:
-        model_states = (ZERO0_MIXED_BYTES if mixed else 16) * params_gpu
-        formula = "no ZeRO: %dP" % (ZERO0_MIXED_BYTES if mixed else 16)
-
-    sequence_parallel = bool(spec.get("sequence_parallel")) and tp > 1
-    drop_scores = bool(spec.get("use_flash_attn")) or checkpointing == "selective"
-    fused_softmax = spec.get("masked_softmax_fusion", True) is not False and not _profile_unfuses_softmax(spec)
-    score_bytes = 0.0 if drop_scores else (SCORE_BYTES_FUSED if fused_softmax else SCORE_BYTES_UNFUSED)
-    # Per s b h of one layer, in bytes (16-bit; the paper's counts): the parts TP does not split
-    # (two layernorm inputs 4, QKV and fc1 inputs 4, two dropout masks 2) and the parts it does
-    # (Q, K, V 6, the projection input 2, the MLP 4 f/h, or 8 f/h for SwiGLU, rotary).
-    mlp = (8.0 if llama else 4.0) * ffn / hidden
-    split = 8.0 + mlp + (ROTARY_BYTES if llama else 0.0)
-    scores = score_bytes * heads * seq / hidden
-    # DeepSpeed-Ulysses keeps seq / SP tokens per rank outside attention, and inside it all seq
-    # tokens of heads / SP heads, the same bytes; the scores above keep the full seq for that.
-    sbh = float(seq) / sp * micro * hidden
-    if sequence_parallel:
-        full_layer = sbh * (10 + split + scores) / tp
-    else:
-        full_layer = sbh * (10 + (split + scores) / tp)
-    act_scale = 1 if mixed else 2  # the paper counts 16-bit activations
-    full_layer *= act_scale
-    score_backward = act_scale * sbh * SCORE_BACKWARD_BYTES * heads * seq / hidden / tp if score_bytes else 0.0
-    if checkpointing == "full":
-        kept_layer = 2 * sbh * act_scale / (tp if sequence_parallel else 1)
-        stage_layers = kept_layer * layers_per_stage
-        recompute_peak = full_layer + score_backward
-    else:
-        stage_layers = full_layer * layers_per_stage
-        recompute_peak = score_backward
-    in_flight = min(pp, grad_acc) if pp > 1 else 1
-    logits = 4.0 * seq / sp * micro * vocab / tp
-    first_activations = stage_layers * in_flight + recompute_peak + (logits if pp == 1 else 0)
-    last_activations = stage_layers + recompute_peak + logits
-    activations = max(first_activations, last_activations)
-
-    if stage in (1, 2):
-        buffers = 2.0 * (int(zero.get("reduce_bucket_size") or 5e8) + int(zero.get("allgather_bucket_size") or 5e8))
-    elif stage == 3:
-        buffers = 2.0 * int(zero.get("reduce_bucket_size") or 5e8)
-    else:
-        buffers = 0.0
+    shape = _shape(spec, derived)
+    params_gpu, largest_layer = _parameters_per_gpu(shape)
+    model_states, formula = _model_states(shape, zero, params_gpu, largest_layer, deepspeed_version)
+    activations, in_flight = _activations(spec, shape, checkpointing)
+    buffers = _buffers(zero)
     total = model_states + activations + buffers + RESERVED_BYTES
     return {
         "params_total": gpt_parameters(spec),
@@ -237,6 +135,201 @@ def estimate_memory(
         "formula": formula,
         "in_flight_micro_batches": in_flight,
     }
+
+
+class _Shape(NamedTuple):
+    """The numbers of a job the estimate reads, defaults applied."""
+
+    tp: int
+    pp: int
+    sp: int  # DeepSpeed-Ulysses sequence parallel
+    dp: int  # ZeRO's N: data parallel x sp
+    hidden: int
+    heads: int
+    layers: int
+    layers_per_stage: int
+    seq: int
+    positions: int  # learned position embeddings (0 for llama's rotary)
+    ffn: int
+    vocab: int
+    micro: int
+    grad_acc: int
+    mixed: bool  # bf16 or fp16
+    llama: bool
+
+
+def _shape(spec: Mapping[str, Any], derived: Mapping[str, Any]) -> _Shape:
+    pp = derived["pipeline_parallel"]
+    # ZeRO partitions over data parallel x DeepSpeed sequence parallel: DeepSpeed hands its ZeRO
+    # optimizers the sequence-data-parallel group (deepspeed/runtime/engine.py:1798 and 2307 at v0.19.5).
+    sp = int(derived.get("sequence_parallel_size") or 1)
+    hidden = int(spec["hidden_size"])
+    layers = int(spec["num_layers"])
+    positions = int(spec["max_position_embeddings"])
+    llama = (spec.get("model_preset") or "gpt") == "llama"
+    return _Shape(
+        tp=derived["tensor_parallel"],
+        pp=pp,
+        sp=sp,
+        dp=(derived["data_parallel_size"] or 1) * sp,
+        hidden=hidden,
+        heads=int(spec["num_attention_heads"]),
+        layers=layers,
+        layers_per_stage=int(math.ceil(layers / float(pp))),
+        seq=int(spec["seq_length"]),
+        positions=0 if llama else positions,  # llama's rotary embeddings: no learned position table
+        ffn=int(derived["ffn_hidden_size"] or 4 * hidden),
+        vocab=derived["padded_vocab_size"] or KNOWN_VOCAB_SIZES["GPT2BPETokenizer"],
+        micro=int(derived["micro_batch_size"] or 1),
+        grad_acc=derived["gradient_accumulation_steps"] or 1,
+        mixed=spec.get("precision") in ("bf16", "fp16"),
+        llama=llama,
+    )
+
+
+def _parameters_per_gpu(shape: _Shape) -> Tuple[float, float]:
+    """P_gpu, the parameters of the busiest pipeline stage over TP, and the largest layer / TP."""
+    per_layer = llama_layer_parameters(shape.hidden, shape.ffn) if shape.llama else layer_parameters(shape.hidden, shape.ffn)
+    embed = shape.vocab * shape.hidden / shape.tp
+    if shape.pp == 1:
+        # Untied embeddings (llama) add the output layer's own V x h / TP.
+        params_gpu = (shape.layers * per_layer / shape.tp + embed * (2 if shape.llama else 1) + shape.positions * shape.hidden
+                      + 2 * shape.hidden)
+    else:
+        # First stage: word + position embeddings; last stage: the tied output embedding copy.
+        params_gpu = shape.layers_per_stage * per_layer / shape.tp + embed + max(shape.positions * shape.hidden, 2 * shape.hidden)
+    return params_gpu, max(per_layer / shape.tp, embed)
+
+
+class _States(NamedTuple):
+    """What the model-state formulas of a ZeRO stage read."""
+
+    params: float  # P_gpu
+    largest_layer: float
+    dp: int
+    mixed: bool
+    offload_optimizer: bool
+    offload_param: bool
+    deepspeed_version: Optional[str]
+
+
+def _zero0_states(s: _States) -> Tuple[float, str]:
+    bytes_per_param = ZERO0_MIXED_BYTES if s.mixed else 16
+    return bytes_per_param * s.params, "no ZeRO: %dP" % bytes_per_param
+
+
+def _zero1_states(s: _States) -> Tuple[float, str]:
+    work = 2 if s.mixed else 4
+    if s.offload_optimizer:
+        return 2 * work * s.params, "ZeRO-1 offload: %d P" % (2 * work)
+    if s.mixed:
+        return 4 * s.params + 16 * s.params / s.dp, "ZeRO-1: 4P + 16P/N"
+    return 8 * s.params + 8 * s.params / s.dp, "ZeRO-1 fp32: 8P + 8P/N"
+
+
+def _zero2_states(s: _States) -> Tuple[float, str]:
+    work = 2 if s.mixed else 4
+    if s.offload_optimizer:
+        return work * s.params, "ZeRO-2 offload: %d P" % work
+    if s.mixed and version_lt(s.deepspeed_version, ZERO2_ESTIMATOR_CHANGED):
+        return 4 * s.params + 16 * s.params / s.dp, "ZeRO-2 (DeepSpeed < 0.14.3): 4P + 16P/N"
+    if s.mixed:
+        return 2 * s.params + 18 * s.params / s.dp, "ZeRO-2: 2P + 18P/N"
+    return 4 * s.params + 12 * s.params / s.dp, "ZeRO-2 fp32: 4P + 12P/N"
+
+
+def _zero3_states(s: _States) -> Tuple[float, str]:
+    factor = 18 if s.mixed else 16
+    if s.offload_optimizer and s.offload_param:
+        return 4 * s.largest_layer, "ZeRO-3: 4 x largest layer + 0"
+    if s.offload_optimizer:
+        return 4 * s.largest_layer + 2 * s.params / s.dp, "ZeRO-3: 4 x largest layer + 2 P/N"
+    if s.offload_param:
+        return 4 * s.largest_layer + (factor - 2) * s.params / s.dp, "ZeRO-3: 4 x largest layer + %d P/N" % factor
+    return 4 * s.largest_layer + factor * s.params / s.dp, "ZeRO-3: 4 x largest layer + %d P/N" % factor
+
+
+# Any other stage (0, None, unknown) is counted as no ZeRO.
+_ZERO_STATES: Dict[int, Callable[[_States], Tuple[float, str]]] = {1: _zero1_states, 2: _zero2_states, 3: _zero3_states}
+
+
+def _zero_stage(zero: Mapping[str, Any]) -> int:
+    return int(zero.get("stage") or 0)
+
+
+def _model_states(shape: _Shape, zero: Mapping[str, Any], params_gpu: float, largest_layer: float,
+                  deepspeed_version: Optional[str]) -> Tuple[float, str]:
+    """Bytes of parameters, gradients and optimizer state per GPU, and the formula used."""
+    states = _States(params_gpu, largest_layer, shape.dp, shape.mixed, bool(zero.get("offload_optimizer")),
+                     bool(zero.get("offload_param")), deepspeed_version)
+    return _ZERO_STATES.get(_zero_stage(zero), _zero0_states)(states)
+
+
+def _score_bytes(spec: Mapping[str, Any], checkpointing: Optional[str]) -> float:
+    """Bytes kept per attention-score element: none with flash attention or selective recompute."""
+    if bool(spec.get("use_flash_attn")) or checkpointing == "selective":
+        return 0.0
+    fused_softmax = spec.get("masked_softmax_fusion", True) is not False and not _profile_unfuses_softmax(spec)
+    return SCORE_BYTES_FUSED if fused_softmax else SCORE_BYTES_UNFUSED
+
+
+def _layer_activations(shape: _Shape, sequence_parallel: bool, score_bytes: float) -> Tuple[float, float]:
+    """One layer's kept activations for one micro batch, and its backward's score gradients."""
+    # Per s b h of one layer, in bytes (16-bit; the paper's counts): the parts TP does not split
+    # (two layernorm inputs 4, QKV and fc1 inputs 4, two dropout masks 2) and the parts it does
+    # (Q, K, V 6, the projection input 2, the MLP 4 f/h, or 8 f/h for SwiGLU, rotary).
+    mlp = (8.0 if shape.llama else 4.0) * shape.ffn / shape.hidden
+    split = 8.0 + mlp + (ROTARY_BYTES if shape.llama else 0.0)
+    scores = score_bytes * shape.heads * shape.seq / shape.hidden
+    sbh = _sbh(shape)
+    if sequence_parallel:
+        full_layer = sbh * (10 + split + scores) / shape.tp
+    else:
+        full_layer = sbh * (10 + (split + scores) / shape.tp)
+    act_scale = _activation_scale(shape)
+    full_layer *= act_scale
+    score_backward = (act_scale * sbh * SCORE_BACKWARD_BYTES * shape.heads * shape.seq / shape.hidden / shape.tp
+                      if score_bytes else 0.0)
+    return full_layer, score_backward
+
+
+def _sbh(shape: _Shape) -> float:
+    # DeepSpeed-Ulysses keeps seq / SP tokens per rank outside attention, and inside it all seq
+    # tokens of heads / SP heads, the same bytes; the scores keep the full seq for that.
+    return float(shape.seq) / shape.sp * shape.micro * shape.hidden
+
+
+def _activation_scale(shape: _Shape) -> int:
+    return 1 if shape.mixed else 2  # the paper counts 16-bit activations
+
+
+def _activations(spec: Mapping[str, Any], shape: _Shape, checkpointing: Optional[str]) -> Tuple[float, int]:
+    """Activation bytes of the busier of the first and last pipeline stage, and the micro
+    batches the first stage keeps in flight."""
+    sequence_parallel = bool(spec.get("sequence_parallel")) and shape.tp > 1
+    full_layer, score_backward = _layer_activations(shape, sequence_parallel, _score_bytes(spec, checkpointing))
+    if checkpointing == "full":
+        kept_layer = 2 * _sbh(shape) * _activation_scale(shape) / (shape.tp if sequence_parallel else 1)
+        stage_layers = kept_layer * shape.layers_per_stage
+        recompute_peak = full_layer + score_backward
+    else:
+        stage_layers = full_layer * shape.layers_per_stage
+        recompute_peak = score_backward
+    in_flight = min(shape.pp, shape.grad_acc) if shape.pp > 1 else 1
+    logits = 4.0 * shape.seq / shape.sp * shape.micro * shape.vocab / shape.tp
+    first_activations = stage_layers * in_flight + recompute_peak + (logits if shape.pp == 1 else 0)
+    last_activations = stage_layers + recompute_peak + logits
+    return max(first_activations, last_activations), in_flight
+
+
+def _buffers(zero: Mapping[str, Any]) -> float:
+    """ZeRO's communication buckets: reduce + allgather elements x 2 bytes (ZeRO-3: reduce only)."""
+    stage = _zero_stage(zero)
+    if stage in (1, 2):
+        return 2.0 * (int(zero.get("reduce_bucket_size") or 5e8) + int(zero.get("allgather_bucket_size") or 5e8))
+    if stage == 3:
+        return 2.0 * int(zero.get("reduce_bucket_size") or 5e8)
+    return 0.0
 
 
 def check_memory(spec: Mapping[str, Any], derived: Mapping[str, Any], zero: Mapping[str, Any],
