@@ -11,10 +11,14 @@ short_description: Read a stack profile from the collection's compatibility matr
 description:
   - Returns the named stack profile (driver, CUDA, cuDNN, NCCL, Python, torch, DeepSpeed,
     Megatron-DeepSpeed pins) from the one table that roles, preflight and job validation share.
+  - An empty name is the collection's default profile. Without a name, every profile of the
+    table, so a list of the known profiles is never written out by hand.
 options:
   _terms:
-    description: Profile names, for example C(cu117), C(cu121), C(cu130) or C(cpu).
-    required: true
+    description:
+      - Profile names, for example C(cu117), C(cu121), C(cu130) or C(cpu).
+      - None at all returns every profile of the table, sorted by name.
+    required: false
     type: list
     elements: str
 """
@@ -23,6 +27,10 @@ EXAMPLES = r"""
 - name: Show the CUDA version of the cu117 profile
   ansible.builtin.debug:
     msg: "{{ lookup('megatron_ds.cluster.stack_profile', 'cu117').cuda.version }}"
+
+- name: Name every profile the collection knows
+  ansible.builtin.debug:
+    msg: "{{ query('megatron_ds.cluster.stack_profile') | map(attribute='name') | join(', ') }}"
 """
 
 RETURN = r"""
@@ -42,7 +50,7 @@ class LookupModule(LookupBase):
     def run(self, terms, variables=None, **kwargs):
         self.set_options(var_options=variables, direct=kwargs)
         result = []
-        for term in terms:
+        for term in terms or _stack_profiles.names():
             try:
                 result.append(_stack_profiles.get(term))
             except _stack_profiles.UnknownProfileError as exc:

@@ -14,6 +14,7 @@ flow, so only the demo saw it.
 from __future__ import annotations
 
 import pathlib
+import shutil
 import subprocess
 import sys
 from typing import Any, Dict
@@ -47,7 +48,7 @@ def _run(tmp_path: pathlib.Path, node_vars: Dict[str, Dict[str, Any]]) -> subpro
     ({"node1": {"megatron_stack_profile": "cpu"}, "node2": {"megatron_stack_profile": "cu130"}}, 2,
      "Nodes disagree on megatron_stack_profile"),
     ({"node1": {"megatron_stack_profile": "cu999"}, "node2": {"megatron_stack_profile": "cu999"}}, 2,
-     "expected one of cu117, cu121, cu130, cpu"),
+     "expected one of cpu, cu117, cu121, cu130"),
     ({"node1": {"megatron_scheduler": "pbs"}, "node2": {}}, 2, "megatron_scheduler is 'pbs', expected none"),
     ({"node1": {}, "node2": {"megatron_launch_data_input": "/c.jsonl", "megatron_launch_data_stage": "never"}}, 2,
      "node2: megatron_launch_data_input is now megatron_data_input; megatron_launch_data_stage is now megatron_data_stage"),
@@ -58,3 +59,38 @@ def test_inventory_check(tmp_path: pathlib.Path, node_vars: Dict[str, Dict[str, 
     assert "is undefined" not in output, output
     assert result.returncode == rc, output
     assert words in output
+
+
+def test_a_new_profile_row_is_known_everywhere_at_once(tmp_path: pathlib.Path) -> None:
+    """A profile added to the table (plugins/module_utils/_stack/profiles.py) and to nothing else
+    passes the inventory check: its list of known profiles is read from the table."""
+    if not ANSIBLE_PLAYBOOK.exists():
+        pytest.skip("ansible-playbook is not installed beside %s" % sys.executable)
+    copy = tmp_path / "collections" / "ansible_collections" / "megatron_ds" / "cluster"
+    for part in ("plugins", "roles", "playbooks", "meta"):
+        shutil.copytree(REPO / part, copy / part, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "galaxy.yml", copy / "galaxy.yml")
+    profiles = copy / "plugins" / "module_utils" / "_stack" / "profiles.py"
+    profiles.write_text(profiles.read_text() + '\nPROFILES["cu999"] = copy.deepcopy(PROFILES["cu121"])\n')
+    (tmp_path / "ansible.cfg").write_text("[defaults]\ncollections_path = %s\n" % (tmp_path / "collections"))
+    inventory = {"all": {
+        "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                 "megatron_stack_profile": "cu999"},
+        "children": {"megatron_nodes": {"hosts": {"node1": {}, "node2": {}}}},
+    }}
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(tmp_path / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0",
+               ANSIBLE_NOCOLOR="1", ANSIBLE_CACHE_PLUGIN="memory")
+    result = subprocess.run([str(ANSIBLE_PLAYBOOK), "-i", str(tmp_path / "hosts.yml"),
+                             str(copy / "playbooks" / "inventory_check.yml"), "--limit", "localhost,megatron_nodes"],
+                            capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=300, check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "Require a known stack profile" in output
+    # The same run without the row refuses the profile, naming the table's profiles.
+    profiles.write_text(profiles.read_text().replace('PROFILES["cu999"]', '_UNUSED'))
+    result = subprocess.run([str(ANSIBLE_PLAYBOOK), "-i", str(tmp_path / "hosts.yml"),
+                             str(copy / "playbooks" / "inventory_check.yml"), "--limit", "localhost,megatron_nodes"],
+                            capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=300, check=False)
+    assert result.returncode == 2 and "megatron_stack_profile is 'cu999', expected one of cpu, cu117, cu121, cu130" in (
+        result.stdout + result.stderr), result.stdout + result.stderr

@@ -37,7 +37,7 @@ from .rows import (
     _version,
     nvcc_torch_compatible,
 )
-from .._stack.profiles import DS_CUDA_MINOR_MISMATCH_OK, min_driver_for_cuda
+from .._stack.profiles import DS_CUDA_MINOR_MISMATCH_OK, UnknownCudaError, min_driver_for_cuda
 from .._stack.versions import compare, local_label, major, parse
 
 
@@ -71,6 +71,7 @@ def check_driver(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
         return skipped
     found = _text(_get(facts, "driver", "version"))
     needs: List[Tuple[str, str]] = []
+    unknown: List[str] = []
     if ctx.spec("driver", "min"):
         needs.append((str(ctx.spec("driver", "min")), "profile %s minimum" % ctx.name))
     toolkit = _text(_get(facts, "cuda", "version"))
@@ -78,12 +79,15 @@ def check_driver(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
     for what, cuda in (("CUDA toolkit", toolkit), ("torch built for CUDA", torch_cuda)):
         if cuda:
             try:
-                need = min_driver_for_cuda(cuda)
+                needs.append((min_driver_for_cuda(cuda), "%s %s" % (what, cuda)))
+            except UnknownCudaError as exc:
+                # The table lacks the release: say so rather than judge by a guessed minimum.
+                unknown.append(str(exc))
             except ValueError:
-                need = None
-            if need:
-                needs.append((need, "%s %s" % (what, cuda)))
+                pass  # an unreadable version: the CUDA and torch checks report it
     if not needs:
+        if unknown:
+            return _row(check, WARN, node, comp, found, "a known minimum driver", "; ".join(unknown))
         return _row(check, SKIP, node, comp, found, fix="no driver minimum known for this stack")
     floor = needs[0][0]
     for need, _why in needs[1:]:
@@ -103,6 +107,8 @@ def check_driver(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
         ok = compare(found, floor) >= 0
     except ValueError:
         return _row(check, FAIL, node, comp, found, expected, "unreadable driver version: " + fix)
+    if ok and unknown:
+        return _row(check, WARN, node, comp, found, expected, "; ".join(unknown))
     return _row(check, PASS if ok else FAIL, node, comp, found, expected, "" if ok else fix)
 
 

@@ -16,7 +16,9 @@ import copy
 from typing import Any, Dict, List, Optional
 
 # Minimum Linux x86_64 driver per CUDA release ("Toolkit Driver Version", CUDA release notes
-# Table 3). Keys are the toolkit versions; lookups fall back to major.minor, then major.
+# Table 3). Keys are the toolkit versions; a lookup falls back to major.minor only. A release
+# without a row is an error (UnknownCudaError), never a guess: the major's compatibility floor
+# (Table 2) runs a newer minor only with PTX JIT limits, so it is not a minimum for the stack.
 CUDA_MIN_DRIVER: Dict[str, str] = {
     "11.7.0": "515.43.04",
     "11.7.1": "515.48.07",
@@ -25,11 +27,6 @@ CUDA_MIN_DRIVER: Dict[str, str] = {
     "12.1": "530.30.02",
     "13.0": "580.65.06",
 }
-
-# Minor-version compatibility floor (CUDA release notes Table 2): a driver of at least this
-# branch runs any toolkit of the major, with PTX JIT limits. Used only when the exact release
-# above is unknown.
-CUDA_MAJOR_MIN_DRIVER: Dict[int, str] = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
 
 # DeepSpeed op_builder/builder.py cuda_minor_mismatch_ok: within a major, nvcc and
 # torch.version.cuda may differ in the minor only when both minors are listed.
@@ -250,6 +247,10 @@ class UnknownProfileError(KeyError):
     pass
 
 
+class UnknownCudaError(ValueError):
+    """A CUDA release that CUDA_MIN_DRIVER has no row for."""
+
+
 def names() -> List[str]:
     return sorted(PROFILES)
 
@@ -355,11 +356,15 @@ def auto_setting(key: str, profile: Any) -> bool:
     return bool(AUTO_SETTINGS[key](profile))
 
 
-def min_driver_for_cuda(cuda_version: str) -> Optional[str]:
-    """The lowest driver that runs CUDA ``cuda_version``, most specific entry first."""
-    from .versions import major, major_minor  # local import keeps the data module flat
+def min_driver_for_cuda(cuda_version: str) -> str:
+    """The lowest driver that runs CUDA ``cuda_version``, most specific row first (the release,
+    then its major.minor). UnknownCudaError when the table has neither: add the row."""
+    from .versions import major_minor  # local import keeps the data module flat
 
     for key in (cuda_version, major_minor(cuda_version)):
         if key in CUDA_MIN_DRIVER:
             return CUDA_MIN_DRIVER[key]
-    return CUDA_MAJOR_MIN_DRIVER.get(major(cuda_version))
+    raise UnknownCudaError(
+        "no minimum driver known for CUDA %s: add a row for %s to CUDA_MIN_DRIVER in "
+        "plugins/module_utils/_stack/profiles.py (CUDA release notes, Table 3)"
+        % (cuda_version, major_minor(cuda_version)))

@@ -164,7 +164,10 @@ def test_drift_on_one_node_fails_that_node_and_component_only(case, profile_name
         assert row.found != row.expected
     # No false positive on the untouched nodes, and no stray warnings anywhere.
     assert [row for row in rows if row.node in ("node1", "node3") and row.status in (pf.FAIL, pf.WARN)] == []
-    assert by_status(rows, pf.WARN) == []
+    # The one warning a drift may add: the drifted node's CUDA release has no minimum-driver row
+    # (12.8, 11.6), which the driver check says instead of guessing a minimum.
+    stray = [row for row in by_status(rows, pf.WARN) if not (row.check == "driver.version" and "to CUDA_MIN_DRIVER" in row.fix)]
+    assert stray == []
 
 
 def test_unreachable_node_is_one_fail_row_and_is_left_out_of_the_rest():

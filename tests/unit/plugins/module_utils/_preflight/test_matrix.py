@@ -83,6 +83,10 @@ def test_nvcc_11_8_against_torch_11_7_is_allowed_in_the_matrix_row():
         ("11.7.1", "11.8", "515.65.01", pf.FAIL, "520.61.05"),  # so does torch's CUDA
         ("11.7.1", "11.7", "515.48.07", pf.FAIL, "515.65.01"),
         ("11.7.1", "11.7", "580.159.04", pf.PASS, "515.65.01"),
+        # CUDA 11.6 has no row in CUDA_MIN_DRIVER: the row warns and names the row to add (it was
+        # once judged by the major's floor, 450.80.02, and passed silently).
+        ("11.6.2", "11.7", "515.65.01", pf.WARN, "515.65.01"),
+        ("11.6.2", "11.7", "515.48.07", pf.FAIL, "515.65.01"),
     ],
 )
 def test_driver_floor(toolkit, torch_cuda, driver, status, expected_floor):
@@ -94,6 +98,7 @@ def test_driver_floor(toolkit, torch_cuda, driver, status, expected_floor):
     row = row_for(run(cluster), "driver.version", "node1")
     assert row.status == status
     assert row.expected.startswith(">= " + expected_floor)
+    assert ("add a row for 11.6 to CUDA_MIN_DRIVER" in row.fix) == (status == pf.WARN)
 
 
 def test_driver_missing():

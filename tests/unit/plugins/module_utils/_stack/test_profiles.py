@@ -64,12 +64,19 @@ def test_profiles_are_self_consistent(name):
         ("11.8.0", "520.61.05"),
         ("12.1.1", "530.30.02"),
         ("13.0.88", "580.65.06"),
-        ("12.4", "525.60.13"),
-        ("9.0", None),
     ],
 )
 def test_min_driver_for_cuda(cuda, expected):
     assert sp.min_driver_for_cuda(cuda) == expected
+
+
+# A release without a row was once judged by its major's compatibility floor (12.4 -> 525.60.13),
+# silently; it is now an error that names the row to add.
+@pytest.mark.parametrize("cuda, row", [("12.4", "12.4"), ("12.4.131", "12.4"), ("9.0", "9.0"), ("11.6.2", "11.6")])
+def test_min_driver_for_cuda_without_a_row(cuda, row):
+    with pytest.raises(sp.UnknownCudaError) as err:
+        sp.min_driver_for_cuda(cuda)
+    assert "no minimum driver known for CUDA %s: add a row for %s to CUDA_MIN_DRIVER" % (cuda, row) in str(err.value)
 
 
 @pytest.mark.parametrize(
