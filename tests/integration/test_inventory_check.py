@@ -64,8 +64,7 @@ def test_inventory_check(tmp_path: pathlib.Path, node_vars: Dict[str, Dict[str, 
 def test_a_new_profile_row_is_known_everywhere_at_once(tmp_path: pathlib.Path) -> None:
     """A profile added to the table (plugins/module_utils/_stack/profiles.py) and to nothing else
     passes the inventory check: its list of known profiles is read from the table."""
-    if not ANSIBLE_PLAYBOOK.exists():
-        pytest.skip("ansible-playbook is not installed beside %s" % sys.executable)
+    playbook = tools.require("ansible-playbook")
     copy = tmp_path / "collections" / "ansible_collections" / "megatron_ds" / "cluster"
     for part in ("plugins", "roles", "playbooks", "meta"):
         shutil.copytree(REPO / part, copy / part, ignore=shutil.ignore_patterns("__pycache__"))
@@ -79,9 +78,9 @@ def test_a_new_profile_row_is_known_everywhere_at_once(tmp_path: pathlib.Path) -
         "children": {"megatron_nodes": {"hosts": {"node1": {}, "node2": {}}}},
     }}
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
-    env = dict(os.environ, ANSIBLE_CONFIG=str(tmp_path / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0",
-               ANSIBLE_NOCOLOR="1", ANSIBLE_CACHE_PLUGIN="memory")
-    result = subprocess.run([str(ANSIBLE_PLAYBOOK), "-i", str(tmp_path / "hosts.yml"),
+    env = tools.environ(ANSIBLE_CONFIG=str(tmp_path / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0",
+                        ANSIBLE_NOCOLOR="1", ANSIBLE_CACHE_PLUGIN="memory")
+    result = subprocess.run([playbook, "-i", str(tmp_path / "hosts.yml"),
                              str(copy / "playbooks" / "inventory_check.yml"), "--limit", "localhost,megatron_nodes"],
                             capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=300, check=False)
     output = result.stdout + result.stderr
@@ -89,7 +88,7 @@ def test_a_new_profile_row_is_known_everywhere_at_once(tmp_path: pathlib.Path) -
     assert "Require a known stack profile" in output
     # The same run without the row refuses the profile, naming the table's profiles.
     profiles.write_text(profiles.read_text().replace('PROFILES["cu999"]', '_UNUSED'))
-    result = subprocess.run([str(ANSIBLE_PLAYBOOK), "-i", str(tmp_path / "hosts.yml"),
+    result = subprocess.run([playbook, "-i", str(tmp_path / "hosts.yml"),
                              str(copy / "playbooks" / "inventory_check.yml"), "--limit", "localhost,megatron_nodes"],
                             capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=300, check=False)
     assert result.returncode == 2 and "megatron_stack_profile is 'cu999', expected one of cpu, cu117, cu121, cu130" in (
