@@ -99,7 +99,7 @@ def main() -> None:
     args = parser.parse_args()
     runs: List[Dict[str, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for _ in range(args.repeat):
+        for _run in range(args.repeat):
             runs.append(one_run(args.hosts, args.playbook, Path(tmp)))
     print("%s, %d hosts, %d runs (rc %s)" % (args.playbook, args.hosts, len(runs), sorted({r["rc"] for r in runs})))
     print("job lookup calls per run: %s, of which computed (not from its cache): %s"

@@ -221,7 +221,7 @@ def current(text: str) -> str:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--root", type=Path, default=ROOT, help="the collection root")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--write", action="store_true", help="refresh the block in %s" % DOC)

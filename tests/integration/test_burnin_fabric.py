@@ -64,7 +64,7 @@ def run(tmp_path, hcas, *extra):
     (tmp_path / "play.yml").write_text(PLAY)
     report = tmp_path / "report.json"
     env = tools.environ(ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_FORCE_COLOR="0",
-               ANSIBLE_CACHE_PLUGIN="memory")
+                        ANSIBLE_CACHE_PLUGIN="memory")
     proc = subprocess.run([PLAYBOOK, "-i", str(tmp_path / "hosts.json"), str(tmp_path / "play.yml"),
                            "-e", "megatron_launch_burnin_dest=%s" % report] + list(extra),
                           cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

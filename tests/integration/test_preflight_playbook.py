@@ -44,7 +44,7 @@ def _run(tmp_path: pathlib.Path, head_vars: Dict[str, Any]) -> List[Dict[str, An
     }}
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
     env = tools.environ(ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0",
-               ANSIBLE_NOCOLOR="1", ANSIBLE_CACHE_PLUGIN="memory")
+                        ANSIBLE_NOCOLOR="1", ANSIBLE_CACHE_PLUGIN="memory")
     proc = subprocess.run([playbook, "-i", str(tmp_path / "hosts.yml"),
                            str(REPO / "playbooks" / "preflight.yml")],
                           capture_output=True, text=True, env=env, cwd=str(REPO), timeout=300, check=False)

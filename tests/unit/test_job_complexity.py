@@ -145,7 +145,7 @@ SNIPPETS = [
 ]
 
 
-@pytest.mark.parametrize("source, expected", [(s, e) for _, s, e in SNIPPETS], ids=[n for n, _, _ in SNIPPETS])
+@pytest.mark.parametrize("source, expected", [(snippet[1], snippet[2]) for snippet in SNIPPETS], ids=[snippet[0] for snippet in SNIPPETS])
 def test_complexity_counter(source: str, expected: int) -> None:
     tree = ast.parse(textwrap.dedent(source))
     (name, function), = list(functions(tree, ""))[:1]
@@ -155,4 +155,4 @@ def test_complexity_counter(source: str, expected: int) -> None:
 
 def test_nested_functions_and_methods_are_named():
     tree = ast.parse("class A:\n    def m(self):\n        def inner():\n            pass\n\ndef f():\n    pass\n")
-    assert [name for name, _ in functions(tree, "mod.")] == ["mod.A.m", "mod.A.m.inner", "mod.f"]
+    assert [pair[0] for pair in functions(tree, "mod.")] == ["mod.A.m", "mod.A.m.inner", "mod.f"]

@@ -78,7 +78,7 @@ LEX_TABLE = [
          ('$!', None, ['$!']),
          ('one', None, []),
          ('${10}', None, ['${10}']),
-     ],
+        ],
      {'1': 'one'}),
     ('echo ${A/x/y} ${#A} ${A', {'A': 'axa'}, None,
      [('echo', None, []), ('${A/x/y}', None, ['${A/x/y}']), ('${#A}', None, ['${#A}']), ('${A', None, [])],
@@ -95,7 +95,7 @@ LEX_TABLE = [
          ('$((xy))', None, ['$((x y))']),
          ('$(($(nproc)*2))', None, ['$(($(nproc) * 2))']),
          ('$((`nproc`+1))', None, ['$((`nproc`+1))']),
-     ],
+        ],
      {}),
     ('echo $((1 + 2)', {}, None,
      [('echo', None, []), ('$((1 + 2)', None, ['$((1 + 2)'])],
@@ -107,7 +107,7 @@ LEX_TABLE = [
          ('$(date+%s)', None, ['$(date +%s)']),
          ('$(echo$(nested)x)', None, ['$(echo $(nested) x)']),
          ('$(unterminated', None, ['$(unterminated']),
-     ],
+        ],
      {}),
     ('echo `hostname -s` "`id -u`" `unterminated', {}, None,
      [('echo', None, []), ('`hostname-s`', None, ['`hostname -s`']), ('`id-u`', None, ['`id -u`']), ('`unterminated', None, ['`unterminated'])],
@@ -135,7 +135,7 @@ LEX_TABLE = [
          ('more', ('W', 'more'), []),
          ('cmd', None, []),
          ('arg', None, []),
-     ],
+        ],
      {'SPLIT': 'a b'}),
     ('EMPTY= next', {}, None,
      [('', ('EMPTY', ''), []), ('next', None, [])],
@@ -166,7 +166,7 @@ LEX_TABLE = [
          ('pretrain_gpt.py', None, []),
          ('--tp', None, []),
          ('2', None, ['$(x)']),
-     ],
+        ],
      {'GPUS': '8', 'TP': '2'}),
     ('echo $T ${T} "$T" ${T:-x}', {'T': 'v'}, {'T': ['$(cmd)', '$U']},
      [('echo', None, []), ('v', None, ['$(cmd)', '$U']), ('v', None, ['$(cmd)', '$U']), ('v', None, ['$(cmd)', '$U']), ('v', None, [])],
@@ -335,9 +335,9 @@ def _pieces(draw: Any) -> Tuple[str, str]:
 @hypothesis.settings(max_examples=300, derandomize=True, database=None, deadline=None)
 @hypothesis.given(st.lists(_pieces(), min_size=1, max_size=5))
 def test_quoted_pieces_read_back(words: List[Tuple[str, str]]) -> None:
-    line = " ".join(source for source, _ in words)
+    line = " ".join(piece[0] for piece in words)
     if not re.search(r"\\[ \t]$", line):  # split_statements strips a trailing escaped blank (SPLIT_TABLE)
         assert _job_shell.split_statements(line) == [line]
     read = _job_shell.lex_words(line, dict(_VARIABLES))
-    assert [w.text for w in read] == [value for _, value in words if value]
+    assert [w.text for w in read] == [piece[1] for piece in words if piece[1]]
     assert all(w.assign is None and w.unresolved == [] for w in read)
