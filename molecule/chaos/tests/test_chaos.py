@@ -195,6 +195,40 @@ def test_supervisor_service_runs():
     assert node("node1").file("/opt/megatron/ansible/collections/ansible_collections/megatron_ds/cluster/playbooks/burnin.yml").exists
 
 
+# molecule.yml's sentinel secrets, as they would appear in a file: the munge key raw and as the
+# inventory gives it (base64), the receiver's URL and credential.
+SECRETS = ["MOLECULE-SENTINEL-MUNGE-KEY", "TU9MRUNVTEUtU0VOVElORUwtTVVOR0UtS0VZ",
+           "MOLECULE-SENTINEL-RECEIVER-URL", "MOLECULE-SENTINEL-RECEIVER-TOKEN"]
+PRIVATE_FILES = [LOG_DIR + "/supervisor-inventory.json", LOG_DIR + "/supervisor-overrides.json", RECOVERY_JOURNAL]
+
+
+def test_no_secret_is_readable_beyond_its_owner():
+    """Every file on each node's own filesystem that others can read, scanned for the sentinels
+    (find -xdev keeps out /proc, /sys and the shared volume); the munge key must be where munge
+    reads it, 0400, and nowhere else readable; the supervisor's configuration holds none of them."""
+    for name in ("node1", "node2", "node3"):
+        _no_secret_readable(node(name), name)
+
+
+def _no_secret_readable(host, name: str) -> None:
+    patterns = " ".join("-e %s" % shlex.quote(s) for s in SECRETS)
+    found = host.run("find / -xdev -type f -perm -o=r -size -8M -print0 2>/dev/null"
+                     " | xargs -0 -r grep -lsF %s -- || true" % patterns)
+    assert found.stdout.split() == [], found.stdout
+    key = host.file("/etc/munge/munge.key")
+    assert key.mode == 0o400 and key.user == "munge"
+    assert "MOLECULE-SENTINEL-MUNGE-KEY" in host.run("head -c 64 /etc/munge/munge.key").stdout
+    if name == "node1":
+        config = host.file("/opt/megatron/supervisor/chaos.json")
+        assert config.mode == 0o640 and config.user == "root"
+        text = host.run("cat /opt/megatron/supervisor/chaos.json").stdout
+        assert [s for s in SECRETS if s in text] == []
+        assert "slurm_munge_key" not in text and "monitoring_alertmanager_receivers" not in text
+        for path in PRIVATE_FILES:
+            if host.file(path).exists:
+                assert host.file(path).mode == 0o600, path
+
+
 WEBHOOK = "http://127.0.0.1:9466/alerts"
 TOKEN_FILE = "/opt/megatron/supervisor/chaos.webhook-token"
 # A firing node-down alert for node3 in Alertmanager's webhook format: what a forger would post.

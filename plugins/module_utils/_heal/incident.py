@@ -64,13 +64,20 @@ def make_record(at, fault, decision, last_iteration=None, resumed_step=None, con
     }
 
 
+# The incident file holds decisions and evidence, no credential; status.yml and the operators read
+# it. Its mode is stated, not left to the umask of whoever runs the supervisor.
+INCIDENT_FILE_MODE = 0o644
+
+
 def append(path, record):
-    """Append one JSON line (the file and its directory are created when missing)."""
+    """Append one JSON line (the file and its directory are created when missing, with
+    INCIDENT_FILE_MODE and 0755)."""
     directory = os.path.dirname(path)
     if directory and not os.path.isdir(directory):
-        os.makedirs(directory)
-    with open(path, "a") as handle:
-        handle.write(json.dumps(record, sort_keys=True) + "\n")
+        os.makedirs(directory, 0o755)
+    handle = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, INCIDENT_FILE_MODE)
+    with os.fdopen(handle, "a") as out:
+        out.write(json.dumps(record, sort_keys=True) + "\n")
 
 
 def parse(lines):
@@ -229,17 +236,19 @@ def prometheus_text(records, job, up=True, goodput=None):
     return "\n".join(lines) + "\n"
 
 
-def write_textfile(directory, name, text):
+def write_textfile(directory, name, text, mode=0o644):
     """Write atomically (temp file + rename): node_exporter never reads half a file, and the
     supervisor's recovery journal is whole after a kill; synced first, so a crash of the host
-    cannot leave the new name on an empty file."""
+    cannot leave the new name on an empty file. ``mode``: 0644 for node_exporter's textfiles,
+    0600 for the supervisor's own files; the file is never readable wider than that, even for
+    the moment before the rename (mkstemp makes it 0600)."""
     handle, tmp = tempfile.mkstemp(prefix=".%s." % name, dir=directory)
     try:
         with os.fdopen(handle, "w") as out:
             out.write(text)
             out.flush()
             os.fsync(out.fileno())
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, mode)
         os.rename(tmp, os.path.join(directory, name))
     except BaseException:
         if os.path.exists(tmp):

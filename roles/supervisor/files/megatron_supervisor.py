@@ -49,6 +49,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 _SAVE_FAILED = re.compile(r"No space left on device|(?:saving|save_checkpoint|save checkpoint).*(?:Error|error|failed)"
                           r"|PytorchStreamWriter failed writing|inline_container\.cc:\d+\] \. unexpected pos")
 _NODE_DOWN = "MegatronNodeDown"
+# The supervisor's own files, the training user's alone (write_private).
+PRIVATE_MODE = 0o600
 
 
 def now_iso() -> str:
@@ -438,8 +440,10 @@ def choose_checkpoint(config: Mapping[str, Any], saved_shape: Mapping[str, Any],
     report = _checkpoint.analyse(_checkpoint.scan_dir(path), expect={k: v for k, v in expect.items() if v is not None})
     choice = _heal.resume_tag(report, before_iteration)
     if choice["tag"] and report.get("latest") != choice["tag"]:
-        with open(os.path.join(path, "latest"), "w") as handle:
-            handle.write(choice["tag"])
+        # DeepSpeed's own file, read by every rank: the mode DeepSpeed gives it, stated.
+        handle = os.open(os.path.join(path, "latest"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        with os.fdopen(handle, "w") as out:
+            out.write(choice["tag"])
     return choice
 
 
@@ -479,9 +483,17 @@ def write_inventory(config: Mapping[str, Any], nodes: Sequence[str], spares: Seq
         },
     }}
     path = os.path.join(os.path.dirname(config["incident_file"]), "supervisor-inventory.json")
-    with open(path, "w") as handle:
-        json.dump(inventory, handle, indent=1, sort_keys=True)
+    write_private(path, json.dumps(inventory, indent=1, sort_keys=True))
     return path
+
+
+def write_private(path: str, text: str) -> None:
+    """A file of the supervisor's own (the relaunch inventory, its extra variables, the recovery
+    journal), 0600 whatever the umask, replaced atomically: they carry the job's variables, which
+    may hold a credential (megatron_job_env), and only the supervisor's user reads them."""
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils._heal import incident as _incident
+
+    _incident.write_textfile(os.path.dirname(path) or ".", os.path.basename(path), text, mode=PRIVATE_MODE)
 
 
 def recovery_file(config: Mapping[str, Any]) -> str:
@@ -506,10 +518,8 @@ def read_recovery(config: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
 
 
 def write_recovery(config: Mapping[str, Any], journal: Optional[Mapping[str, Any]]) -> None:
-    """Write the journal atomically (the incident module's textfile writer: a synced temporary
-    file renamed over the old one), or remove it."""
-    from ansible_collections.megatron_ds.cluster.plugins.module_utils._heal import incident as _incident
-
+    """Write the journal atomically (write_private: a synced temporary file renamed over the old
+    one), or remove it."""
     path = recovery_file(config)
     if journal is None:
         try:
@@ -517,7 +527,7 @@ def write_recovery(config: Mapping[str, Any], journal: Optional[Mapping[str, Any
         except FileNotFoundError:
             pass
         return
-    _incident.write_textfile(os.path.dirname(path), os.path.basename(path), json.dumps(journal, sort_keys=True))
+    write_private(path, json.dumps(journal, sort_keys=True))
 
 
 def launch_fingerprint(config: Mapping[str, Any]) -> List[Any]:
@@ -877,8 +887,7 @@ class Supervisor:
             # node may not be marked DOWN yet).
             extra.update(megatron_launch_backend="slurm", megatron_launch_slurm_pin_nodes=True)
         path = os.path.join(os.path.dirname(self.config["incident_file"]), "supervisor-overrides.json")
-        with open(path, "w") as handle:
-            json.dump(extra, handle, sort_keys=True)
+        write_private(path, json.dumps(extra, sort_keys=True))
         proc = self.run(fill(self.config["relaunch_command"], overrides=path, inventory=inventory,
                              nodes=",".join(self.nodes)),
                         capture_output=True, text=True, check=False)
