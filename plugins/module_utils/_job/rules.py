@@ -487,7 +487,7 @@ def _check_parallelism(job: JobInput, facts: Facts, add: Add) -> None:
             "Megatron-DeepSpeed asserts '%s': drop --no-pipeline-parallel (and use ZeRO-0/1) or set PP 1" % MDS_NO_PP_MSG,
         ))
     if sp > 1:
-        _check_ds_sequence_parallel(spec, sp, add)
+        _check_ds_sequence_parallel(spec, sp, tp, pp, add)
     if spec.get("sequence_parallel") and tp == 1:
         add(finding(
             "--sequence-parallel with TP > 1", "warn", "parallelism", "--sequence-parallel with TP 1",
@@ -495,12 +495,28 @@ def _check_parallelism(job: JobInput, facts: Facts, add: Add) -> None:
         ))
 
 
-def _check_ds_sequence_parallel(spec: Mapping[str, Any], sp: int, add: Callable[[Dict[str, str]], None]) -> None:
+def _check_ds_sequence_parallel(spec: Mapping[str, Any], sp: int, tp: int, pp: int,
+                                add: Callable[[Dict[str, str]], None]) -> None:
     """DeepSpeed-Ulysses (--ds-sequence-parallel-size) as Megatron-DeepSpeed HEAD builds it
     (4efb479d): each rank keeps seq / SP tokens (pretrain_gpt.py:138 asserts the division) and
     the attention all-to-all hands each rank heads / SP heads (megatron/model/transformer.py:618
     asserts the division when it builds the layer); Megatron's own sequence parallelism cannot
-    run beside it (megatron/initialize.py:247-252 raises). All three stop the job at start-up."""
+    run beside it (megatron/initialize.py:247-252 raises); and it runs only without tensor and
+    pipeline parallelism: initialize_model_parallel asserts TP == 1 and PP == 1 whenever SP > 1
+    (megatron/core/parallel_state.py:145-147), which _initialize_distributed calls on every rank
+    that sees a GPU (megatron/initialize.py:240-256). validate_args itself lets TP x PP x SP
+    through (arguments.py:101-108 only asserts that it divides the world), so the job dies after
+    the argument check, at the first parallel-group setup. All of these stop the job at start-up."""
+    if tp > 1 or pp > 1:
+        add(finding(
+            "DeepSpeed SP without TP or PP", "fail", "parallelism",
+            "ds_sequence_parallel_size %d with TP %d, PP %d" % (sp, tp, pp), "TP 1 and PP 1 with SP > 1",
+            "Megatron-DeepSpeed asserts 'DeepSpeed's sequence parallel does not work with tensor parallel or "
+            "pipeline parallel' when it builds the parallel groups (megatron/core/parallel_state.py:146 at "
+            "4efb479d): set megatron_job_tensor_parallel: 1 and megatron_job_pipeline_parallel: 1, or "
+            "megatron_job_ds_sequence_parallel_size: 1 (in a train.sh: --tensor-model-parallel-size 1 "
+            "--pipeline-model-parallel-size 1, or drop --ds-sequence-parallel-size)",
+        ))
     heads, seq = spec.get("num_attention_heads"), spec.get("seq_length")
     if heads:
         ok = heads % sp == 0
