@@ -35,6 +35,7 @@ from .rules_features import (
     recompute,
     zero_setup,
 )
+from .rules_moe import check_moe
 from .schema import PREFIX
 from .script import expected_value
 from .upstream_asserts import refusals as upstream_refusals
@@ -743,4 +744,5 @@ RULES: Tuple[Callable[[JobInput, Facts, Add], None], ...] = (
     check_flash_attn,
     check_bias_gelu_fusion,
     _check_memory,
+    check_moe,
 )
