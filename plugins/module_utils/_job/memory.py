@@ -217,7 +217,7 @@ def _expert_parameters_per_gpu(spec: Mapping[str, Any], shape: _Shape, moe: Opti
     """For an MoE job, the busiest stage's (change of the dense parameters per GPU, expert
     parameters per GPU, ZeRO's N for the experts); None for a dense job or a layout upstream
     refuses. An MoE layer's experts replace its dense MLP: each rank keeps experts / EP of them
-    (deepspeed/moe/layer.py:64), whole unless --enable-expert-tensor-parallelism splits them
+    (deepspeed/moe/layer.py:63), whole unless --enable-expert-tensor-parallelism splits them
     over TP (megatron/core/tensor_parallel/layers.py:529 at 4efb479d); the gate (h x experts) and
     a residual MoE's dense MLP and coefficient stay with the dense parameters. ZeRO partitions
     the expert parameters over the expert-data-parallel group (stage_1_and_2.py:797): the ranks
