@@ -12,7 +12,8 @@ from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional, Tuple
 
 from .._stack import profiles as _stack_profiles
 from .findings import finding
-from .model import KNOWN_VOCAB_SIZES, gpt_parameters, layer_parameters, llama_layer_parameters
+from .model import (KNOWN_VOCAB_SIZES, Moe, experts_per_layer, gpt_parameters, layer_parameters, llama_layer_parameters,
+                    mlp_parameters, moe_of)
 from .._stack.versions import compare
 
 # DeepSpeed's ZeRO-2 estimator changed from 4P + 16P/N to 2P + 18P/N in 0.14.3.
@@ -121,6 +122,17 @@ def estimate_memory(
     shape = _shape(spec, derived)
     params_gpu, largest_layer = _parameters_per_gpu(shape)
     model_states, formula = _model_states(shape, zero, params_gpu, largest_layer, deepspeed_version)
+    experts = _expert_parameters_per_gpu(spec, shape, moe_of(spec.get("extra_args") or ()))
+    if experts is not None:
+        dense_change, expert_params, expert_dp = experts
+        params_gpu += dense_change
+        model_states, formula = _model_states(shape, zero, params_gpu, largest_layer, deepspeed_version)
+        expert_states, _ = _model_states(shape._replace(dp=expert_dp), zero, expert_params, largest_layer, deepspeed_version)
+        if _zero_stage(zero) == 3:
+            expert_states -= 4 * largest_layer  # the working layer is counted once, in the dense part
+        model_states += expert_states
+        params_gpu += expert_params
+        formula += " (experts: %.2fB per GPU, N = %d)" % (expert_params / 1e9, expert_dp)
     activations, in_flight = _activations(spec, shape, checkpointing)
     buffers = _buffers(zero)
     total = model_states + activations + buffers + RESERVED_BYTES
@@ -199,6 +211,35 @@ def _parameters_per_gpu(shape: _Shape) -> Tuple[float, float]:
         # First stage: word + position embeddings; last stage: the tied output embedding copy.
         params_gpu = shape.layers_per_stage * per_layer / shape.tp + embed + max(shape.positions * shape.hidden, 2 * shape.hidden)
     return params_gpu, max(per_layer / shape.tp, embed)
+
+
+def _expert_parameters_per_gpu(spec: Mapping[str, Any], shape: _Shape, moe: Optional[Moe]) -> Optional[Tuple[float, float, int]]:
+    """For an MoE job, the busiest stage's (change of the dense parameters per GPU, expert
+    parameters per GPU, ZeRO's N for the experts); None for a dense job or a layout upstream
+    refuses. An MoE layer's experts replace its dense MLP: each rank keeps experts / EP of them
+    (deepspeed/moe/layer.py:63), whole unless --enable-expert-tensor-parallelism splits them
+    over TP (megatron/core/tensor_parallel/layers.py:529 at 4efb479d); the gate (h x experts) and
+    a residual MoE's dense MLP and coefficient stay with the dense parameters. ZeRO partitions
+    the expert parameters over the expert-data-parallel group (stage_1_and_2.py:797): the ranks
+    of a pipeline stage / EP without expert tensor parallelism (deepspeed/utils/groups.py:351-369),
+    DP / EP with it (groups.py:568)."""
+    if moe is None:
+        return None
+    per_layer = experts_per_layer(moe, shape.layers)
+    if per_layer is None or moe.ep < 1:
+        return None
+    mlp = mlp_parameters(spec, shape.hidden, shape.ffn)
+    expert_mlp = mlp / shape.tp if moe.expert_tp else float(mlp)
+    best = None
+    for start in range(0, shape.layers, shape.layers_per_stage):
+        stage = [n for n in per_layer[start:start + shape.layers_per_stage] if n > 1]
+        dense = sum(-mlp / shape.tp + shape.hidden * n + ((expert_mlp + 2 * shape.hidden + 2) if moe.residual else 0)
+                    for n in stage)
+        experts = sum(n // moe.ep * expert_mlp for n in stage)
+        if best is None or dense + experts > best[0] + best[1]:
+            best = (dense, experts)
+    ranks = shape.dp // shape.sp * (1 if moe.expert_tp else shape.tp)
+    return best[0], best[1], max(1, ranks // moe.ep)
 
 
 class _States(NamedTuple):

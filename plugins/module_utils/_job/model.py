@@ -11,7 +11,9 @@ int(8h/3 / 64) x 64. No Ansible imports.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Optional
+from typing import Any, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+
+from .._mds.args import split_args
 
 # GPT-2 BPE (megatron/tokenizer/gpt2_tokenization.py); the padding rule of
 # megatron/tokenizer/tokenizer.py _vocab_size_with_padding (--make-vocab-size-divisible-by 128).
@@ -72,10 +74,96 @@ def gpt_parameters(spec: Mapping[str, Any]) -> Optional[int]:
         return None
     ffn = int(spec.get("ffn_hidden_size") or default_ffn_hidden_size(spec, hidden))
     vocab = padded_vocab_size(spec) or KNOWN_VOCAB_SIZES["GPT2BPETokenizer"]
+    experts = moe_extra_parameters(spec, moe_of(spec.get("extra_args") or ()))
     if is_llama(spec):
         # No biases, RMSNorm, SwiGLU (3hf), rotary (no position table), untied output layer.
-        return layers * (4 * hidden * hidden + 3 * hidden * ffn + 2 * hidden) + 2 * vocab * hidden + hidden
-    return layers * layer_parameters(hidden, ffn) + vocab * hidden + positions * hidden + 2 * hidden
+        return layers * (4 * hidden * hidden + 3 * hidden * ffn + 2 * hidden) + 2 * vocab * hidden + hidden + experts
+    return layers * layer_parameters(hidden, ffn) + vocab * hidden + positions * hidden + 2 * hidden + experts
+
+
+class Moe(NamedTuple):
+    """DeepSpeed mixture of experts as Megatron-DeepSpeed builds it from its flags: --num-experts
+    (one count, or one per MoE layer), --expert-interval (every k-th layer is an MoE layer,
+    default 2), --moe-expert-parallel-size (EP, default 1), --enable-expert-tensor-parallelism,
+    --mlp-type residual, --create-moe-param-group."""
+
+    experts: Tuple[int, ...]
+    interval: int
+    ep: int
+    expert_tp: bool
+    residual: bool
+    param_group: bool
+
+
+def moe_of(args: Sequence[str]) -> Optional[Moe]:
+    """The MoE setting of an argument list, None for a dense model: no --num-experts above 1, or
+    --num-experts-switch (Megatron-LM's SwitchMLP, which replaces DeepSpeed's MoE: megatron/model/
+    transformer.py:1062 at 4efb479d, not modelled), or values argparse would refuse (judged
+    elsewhere)."""
+    last = {}
+    for parsed in split_args(list(args)):
+        last[parsed.flag] = parsed.values
+    if "--num-experts-switch" in last:
+        return None
+    try:
+        experts = tuple(int(v) for v in last.get("--num-experts") or ("1",))
+        interval = int((last.get("--expert-interval") or ("2",))[0])
+        ep = int((last.get("--moe-expert-parallel-size") or ("1",))[0])
+    except ValueError:
+        return None
+    if not experts or max(experts) <= 1:
+        return None
+    return Moe(experts, interval, ep, "--enable-expert-tensor-parallelism" in last,
+               (last.get("--mlp-type") or ("standard",))[0] == "residual", "--create-moe-param-group" in last)
+
+
+def experts_per_layer(moe: Moe, layers: int) -> Optional[List[int]]:
+    """Experts of each layer, Megatron-DeepSpeed's get_num_experts_per_layer (megatron/model/
+    transformer.py:1650-1660 at 4efb479d): layer n (from 1) is an MoE layer when n % interval == 0,
+    with the one count given or the (n - 1) // interval-th of the list. None where upstream
+    stops: a list whose length is not layers // interval (the assert at 1651), or an interval
+    below 1."""
+    if moe.interval < 1:
+        return None
+    moe_layers = layers // moe.interval
+    if len(moe.experts) not in (1, moe_layers):
+        return None
+    counts = list(moe.experts) * moe_layers if len(moe.experts) == 1 else list(moe.experts)
+    return [counts[(n - 1) // moe.interval] if n % moe.interval == 0 else 1 for n in range(1, layers + 1)]
+
+
+def mlp_parameters(spec: Mapping[str, Any], hidden: int, ffn: int) -> int:
+    """One MLP: GPT's fc1 and fc2 with biases (2hf + f + h), or the llama preset's SwiGLU without
+    biases (3hf)."""
+    return 3 * hidden * ffn if is_llama(spec) else 2 * hidden * ffn + ffn + hidden
+
+
+def moe_layer_extra(spec: Mapping[str, Any], moe: Moe, hidden: int, ffn: int, experts: int) -> int:
+    """Parameters one MoE layer adds to the dense layer it replaces: experts - 1 more MLPs, the
+    gate (Linear(h, experts) without bias, deepspeed/moe/sharded_moe.py TopKGate), and for a
+    residual MoE the dense MLP kept beside the experts and its Linear(h, 2) coefficient
+    (deepspeed/moe/layer.py MoE.__init__)."""
+    mlp = mlp_parameters(spec, hidden, ffn)
+    extra = (experts - 1) * mlp + hidden * experts
+    if moe.residual:
+        extra += mlp + 2 * hidden + 2
+    return extra
+
+
+def moe_extra_parameters(spec: Mapping[str, Any], moe: Optional[Moe]) -> int:
+    """Parameters the experts add to the dense model; 0 for a dense model or a layout upstream
+    refuses."""
+    if moe is None:
+        return 0
+    try:
+        layers, hidden = int(spec["num_layers"]), int(spec["hidden_size"])
+    except (KeyError, TypeError, ValueError):
+        return 0
+    per_layer = experts_per_layer(moe, layers)
+    if per_layer is None:
+        return 0
+    ffn = int(spec.get("ffn_hidden_size") or default_ffn_hidden_size(spec, hidden))
+    return sum(moe_layer_extra(spec, moe, hidden, ffn, n) for n in per_layer if n > 1)
 
 
 def llama_layer_parameters(hidden: int, ffn: int) -> int:

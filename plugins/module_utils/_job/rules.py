@@ -35,6 +35,7 @@ from .rules_features import (
     recompute,
     zero_setup,
 )
+from .rules_moe import check_moe
 from .schema import PREFIX
 from .script import expected_value
 from .upstream_asserts import refusals as upstream_refusals
@@ -487,7 +488,7 @@ def _check_parallelism(job: JobInput, facts: Facts, add: Add) -> None:
             "Megatron-DeepSpeed asserts '%s': drop --no-pipeline-parallel (and use ZeRO-0/1) or set PP 1" % MDS_NO_PP_MSG,
         ))
     if sp > 1:
-        _check_ds_sequence_parallel(spec, sp, add)
+        _check_ds_sequence_parallel(spec, sp, tp, pp, add)
     if spec.get("sequence_parallel") and tp == 1:
         add(finding(
             "--sequence-parallel with TP > 1", "warn", "parallelism", "--sequence-parallel with TP 1",
@@ -495,12 +496,28 @@ def _check_parallelism(job: JobInput, facts: Facts, add: Add) -> None:
         ))
 
 
-def _check_ds_sequence_parallel(spec: Mapping[str, Any], sp: int, add: Callable[[Dict[str, str]], None]) -> None:
+def _check_ds_sequence_parallel(spec: Mapping[str, Any], sp: int, tp: int, pp: int,
+                                add: Callable[[Dict[str, str]], None]) -> None:
     """DeepSpeed-Ulysses (--ds-sequence-parallel-size) as Megatron-DeepSpeed HEAD builds it
     (4efb479d): each rank keeps seq / SP tokens (pretrain_gpt.py:138 asserts the division) and
     the attention all-to-all hands each rank heads / SP heads (megatron/model/transformer.py:618
     asserts the division when it builds the layer); Megatron's own sequence parallelism cannot
-    run beside it (megatron/initialize.py:247-252 raises). All three stop the job at start-up."""
+    run beside it (megatron/initialize.py:247-252 raises); and it runs only without tensor and
+    pipeline parallelism: initialize_model_parallel asserts TP == 1 and PP == 1 whenever SP > 1
+    (megatron/core/parallel_state.py:145-147), which _initialize_distributed calls on every rank
+    that sees a GPU (megatron/initialize.py:240-256). validate_args itself lets TP x PP x SP
+    through (arguments.py:101-108 only asserts that it divides the world), so the job dies after
+    the argument check, at the first parallel-group setup. All of these stop the job at start-up."""
+    if tp > 1 or pp > 1:
+        add(finding(
+            "DeepSpeed SP without TP or PP", "fail", "parallelism",
+            "ds_sequence_parallel_size %d with TP %d, PP %d" % (sp, tp, pp), "TP 1 and PP 1 with SP > 1",
+            "Megatron-DeepSpeed asserts 'DeepSpeed's sequence parallel does not work with tensor parallel or "
+            "pipeline parallel' when it builds the parallel groups (megatron/core/parallel_state.py:146 at "
+            "4efb479d): set megatron_job_tensor_parallel: 1 and megatron_job_pipeline_parallel: 1, or "
+            "megatron_job_ds_sequence_parallel_size: 1 (in a train.sh: --tensor-model-parallel-size 1 "
+            "--pipeline-model-parallel-size 1, or drop --ds-sequence-parallel-size)",
+        ))
     heads, seq = spec.get("num_attention_heads"), spec.get("seq_length")
     if heads:
         ok = heads % sp == 0
@@ -707,6 +724,97 @@ def _check_upstream_asserts(job: JobInput, facts: Facts, add: Add) -> None:
         add(refusal)
 
 
+
+# Lines of megatron/microbatches.py's RampupBatchsizeNumMicroBatches and of megatron/training.py's
+# uses of the intervals, per era: 4efb479d (HEAD) and 9446eaac (before_rebase).
+RAMPUP_LINES = {"head": {"format": 21, "start": 104, "diff": 110, "increment": 111, "divisible": 113,
+                         "increments": 120, "consistency": 137},
+                "before_rebase": {"format": 34, "start": 117, "diff": 123, "increment": 124, "divisible": 126,
+                                  "increments": 133, "consistency": 150}}
+INTERVAL_LINES = {"head": {"eval": 1558, "log": 1106}, "before_rebase": {"eval": 1279, "log": 901}}
+
+
+def _rampup_refusal(values: Tuple[str, ...], global_batch: int, lines: Mapping[str, int]) -> Optional[Tuple[str, str]]:
+    """(what upstream asserts, at which line) for a --rampup-batch-size its microbatch calculator
+    refuses when it is built (build_num_microbatches_calculator, at start-up), else None."""
+    if len(values) != 3:
+        return ("expected the following format: --rampup-batch-size <start batch size> <batch size incerement> "
+                "<ramp-up samples>", "microbatches.py:%d" % lines["format"])
+    try:
+        start, increment, samples = (int(v) for v in values)
+    except ValueError:
+        return ("int() of each value", "microbatches.py:%d" % (lines["format"] + 3))
+    if start <= 0:
+        return ("start_batch_size > 0", "microbatches.py:%d" % lines["start"])
+    if global_batch - start < 0:
+        return ("global batch size - start batch size >= 0", "microbatches.py:%d" % lines["diff"])
+    if increment <= 0:
+        return ("batch_size_increment > 0", "microbatches.py:%d" % lines["increment"])
+    if (global_batch - start) % increment:
+        return ("expected global batch size interval (%d) to be divisible by global batch size increment (%d)"
+                % (global_batch - start, increment), "microbatches.py:%d" % lines["divisible"])
+    if samples < 0:
+        return ("ramp-up samples >= 0", "microbatches.py:%d" % (lines["increments"] - 1))
+    if global_batch == start:
+        return ("ramp-up samples / number of increments with no increment (ZeroDivisionError)",
+                "microbatches.py:%d" % lines["increments"])
+    return None
+
+
+def _check_rampup(job: JobInput, facts: Facts, add: Add) -> None:
+    """--rampup-batch-size <start> <increment> <samples>: Megatron's RampupBatchsizeNumMicroBatches
+    asserts its shape when it is built at start-up, and the train loop's first
+    update_num_microbatches (megatron/training.py:1252 at 4efb479d, consistency check on) asserts
+    that the current batch, the start batch on a fresh run, divides by micro x DP. Later ramp
+    steps are start + k x increment; one that does not divide stops the job when it is reached."""
+    values = (job.flags.get("--rampup-batch-size") or [None])[-1]
+    if values is None or not facts.global_batch:
+        return
+    lines = RAMPUP_LINES["before_rebase" if job.era == "before_rebase" else "head"]
+    where = "train.sh" if job.from_script else "megatron_job_extra_args"
+    shown = "--rampup-batch-size %s, global batch %d" % (" ".join(values), facts.global_batch)
+    refusal = _rampup_refusal(values, facts.global_batch, lines)
+    if refusal:
+        add(finding("--rampup-batch-size accepted", "fail", "batch", shown, "start > 0, increment > 0, start < "
+                    "global, (global - start) a multiple of increment",
+                    "Megatron-DeepSpeed's microbatch calculator asserts %s (megatron/%s at %s); fix "
+                    "--rampup-batch-size in %s" % (refusal[0], refusal[1],
+                                                  "9446eaac" if job.era == "before_rebase" else "4efb479d", where)))
+        return
+    unit = (facts.micro or 0) * (facts.dp or 0)
+    if not unit:
+        return
+    start, increment = int(values[0]), int(values[1])
+    if start % unit:
+        add(finding("ramp-up start batch divisible by micro x DP", "fail", "batch", shown, "a multiple of %d" % unit,
+                    "Megatron asserts 'current global batch size (%d) is not divisible by micro-batch-size (%d) "
+                    "times data parallel size (%d)' at the first iteration (megatron/microbatches.py:%d); start the "
+                    "ramp-up at a multiple of %d" % (start, facts.micro, facts.dp, lines["consistency"], unit)))
+    elif increment % unit:
+        add(finding("ramp-up increment divisible by micro x DP", "warn", "batch", shown, "a multiple of %d" % unit,
+                    "a ramp step start + k x %d that is not a multiple of %d stops the job when the run reaches it "
+                    "(megatron/microbatches.py:%d); use an increment that is a multiple of %d"
+                    % (increment, unit, lines["consistency"], unit)))
+    else:
+        add(finding("ramp-up batches divisible by micro x DP", "pass", "batch", shown, "multiples of %d" % unit))
+
+
+def _check_intervals(job: JobInput, facts: Facts, add: Add) -> None:
+    """--eval-interval 0 and --log-interval 0 divide by zero in the training loop: the eval sample
+    count (train_iters // eval_interval, megatron/training.py:1558 at 4efb479d, when the data
+    iterators are built) and the first iteration's log check (iteration % log_interval,
+    training.py:1106). --save-interval 0 is legal: the loop tests it before dividing (1343)."""
+    lines = INTERVAL_LINES["before_rebase" if job.era == "before_rebase" else "head"]
+    for flag, key, kind in (("--eval-interval", "eval_interval", "eval"), ("--log-interval", "log_interval", "log")):
+        value = last_value(job.flags, flag)
+        if value is None or int_or_none(value) != 0:
+            continue
+        add(finding(
+            "%s > 0" % flag, "fail", "schedule", "%s 0" % flag, ">= 1",
+            "Megatron-DeepSpeed divides by it (megatron/training.py:%d at %s) and stops with ZeroDivisionError; set "
+            "%s to 1 or more" % (lines[kind], "9446eaac" if job.era == "before_rebase" else "4efb479d",
+                                 flag if job.from_script else PREFIX + key)))
+
 # Every rule after the cluster's shape, in the order validate.yml prints their findings. Each takes
 # (JobInput, Facts, add) and adds findings; a new rule is a function and a row here.
 RULES: Tuple[Callable[[JobInput, Facts, Add], None], ...] = (
@@ -727,4 +835,7 @@ RULES: Tuple[Callable[[JobInput, Facts, Add], None], ...] = (
     check_flash_attn,
     check_bias_gelu_fusion,
     _check_memory,
+    check_moe,
+    _check_rampup,
+    _check_intervals,
 )

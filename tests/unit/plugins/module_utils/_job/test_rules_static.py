@@ -1,0 +1,63 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, megatron_ds.cluster developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The batch ramp-up and interval rules of _job.rules: each refused case with upstream's cite,
+each beside a legal neighbour. The default spec: global batch 512, micro 1, DP 8 (micro x DP 8)."""
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+import pytest
+
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import rules as _job_rules
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import spec as _job_spec
+
+CLUSTER = {"nodes": 8, "gpus_per_node": 8, "gpu_memory_mib": 81920}
+HEAD_DS = "0.19.6"
+OLD_DS = "0.9.2"
+
+
+def samples(*rampup: str) -> Dict[str, Any]:
+    """A job with a ramp-up. Upstream takes one only with sample-based training (arguments.py:247 at
+    4efb479d, its own rule, "no batch-size ramp-up by iterations"); these cases judge the ramp-up's
+    own checks, which the spec's iteration count does not change."""
+    return {"extra_args": ["--rampup-batch-size"] + list(rampup)}
+
+
+CASES = [
+    ("legal ramp-up", samples("32", "32", "10000"), HEAD_DS, "ramp-up batches divisible by micro x DP", "pass", ""),
+    ("no ramp-up: no finding", {}, HEAD_DS, "--rampup-batch-size accepted", None, ""),
+    ("two values", samples("32", "32"), HEAD_DS, "--rampup-batch-size accepted", "fail", "microbatches.py:21"),
+    ("start 0", samples("0", "32", "10000"), HEAD_DS, "--rampup-batch-size accepted", "fail", "microbatches.py:104"),
+    ("start above global", samples("1024", "32", "10000"), HEAD_DS, "--rampup-batch-size accepted", "fail",
+     "microbatches.py:110"),
+    ("increment 0", samples("32", "0", "10000"), HEAD_DS, "--rampup-batch-size accepted", "fail", "microbatches.py:111"),
+    ("interval not a multiple", samples("32", "64", "10000"), HEAD_DS, "--rampup-batch-size accepted", "fail",
+     "expected global batch size interval (480) to be divisible by global batch size increment (64)"),
+    ("before_rebase line", samples("32", "64", "10000"), OLD_DS, "--rampup-batch-size accepted", "fail",
+     "microbatches.py:126 at 9446eaac"),
+    ("negative samples", samples("32", "32", "-1"), HEAD_DS, "--rampup-batch-size accepted", "fail", "microbatches.py:119"),
+    ("start equals global", samples("512", "32", "10000"), HEAD_DS, "--rampup-batch-size accepted", "fail",
+     "microbatches.py:120"),
+    ("start not a multiple of micro x DP", samples("4", "4", "10000"), HEAD_DS,
+     "ramp-up start batch divisible by micro x DP", "fail", "microbatches.py:137"),
+    ("increment not a multiple of micro x DP", samples("16", "4", "10000"), HEAD_DS,
+     "ramp-up increment divisible by micro x DP", "warn", "stops the job when the run reaches it"),
+    ("eval interval 0", {"eval_interval": 0}, HEAD_DS, "--eval-interval > 0", "fail", "training.py:1558"),
+    ("eval interval 1", {"eval_interval": 1}, HEAD_DS, "--eval-interval > 0", None, ""),
+    ("log interval 0", {"log_interval": 0}, HEAD_DS, "--log-interval > 0", "fail", "megatron_job_log_interval"),
+    ("log interval 0 before_rebase", {"log_interval": 0}, OLD_DS, "--log-interval > 0", "fail", "training.py:901"),
+    ("save interval 0 is legal", {"extra_args": ["--save-interval", "0"]}, HEAD_DS, "--save-interval > 0", None, ""),
+]
+
+
+@pytest.mark.parametrize("over,version,check,status,words", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_static_rule(over, version, check, status, words):
+    findings: List[Dict[str, str]] = _job_rules.validate(_job_spec.normalize(over), None, dict(CLUSTER), None, version)
+    matches = [f for f in findings if f["check"] == check]
+    if status is None:
+        assert not matches, matches
+        return
+    assert len(matches) == 1, [f["check"] for f in findings]
+    assert matches[0]["status"] == status, matches[0]
+    assert words in matches[0]["fix"] + matches[0]["found"], matches[0]
