@@ -11,6 +11,7 @@ host. Documentation lives in plugins/modules/validate_job.py.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import os
 import sys
 from typing import Any, Dict, Iterator, List, Optional, Tuple
@@ -45,6 +46,7 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = {
     "deepspeed_version": {"type": "str"},
     "stack_profile": {"type": "str"},
     "fail_on_error": {"type": "bool", "default": True},
+    "unknown_variables": {"type": "str", "choices": ["fail", "warn"], "default": "fail"},
     "report_dir": {"type": "path"},
 }
 
@@ -65,7 +67,7 @@ class ActionModule(ActionBase):
                                        script=job.script)
         gpus = job.cluster["gpus_per_node"] or (min(job.hosts.values()) if job.hosts else None) or job.spec.get("gpus_per_node")
         upstream_findings, upstream_note = self._upstream(job, gpus)
-        findings = _unknown_keys(job.spec_vars) + findings + upstream_findings
+        findings = _unknown_keys(job.spec_vars, args["unknown_variables"]) + findings + upstream_findings
         failures, summary = _summary(findings)
         report = self._write_report(args["report_dir"], findings, summary)
         summary += "; report: %s" % report["text"] if report["text"] else "; no report: %s" % report["error"]
@@ -134,13 +136,21 @@ class ActionModule(ActionBase):
         return {"text": text, "json": data, "error": None}
 
 
-def _unknown_keys(spec_vars: Dict[str, Any]) -> List[Dict[str, str]]:
-    """A warning for each megatron_job_* variable the schema does not know (a typo has no effect)."""
-    return [_job_findings.finding(
-        "%s is a job spec variable" % key, "warn", "spec", key, "a megatron_job_* variable of the megatron_job role",
-        "not a job spec variable, so it has no effect; check the spelling against "
-        "roles/megatron_job/defaults/main.yml",
-    ) for key in reversed(_job_schema.unknown_keys(spec_vars))]
+def _unknown_keys(spec_vars: Dict[str, Any], status: str = "fail") -> List[Dict[str, str]]:
+    """A finding for each megatron_job_* variable the schema does not know: a typo has no effect, so
+    it fails unless ``status`` is warn (megatron_unknown_variables), naming the closest variable."""
+    known = [_job_schema.var(f.name) for f in _job_schema.FIELDS] + [_job_schema.var(k) for k in _job_schema.NON_SPEC_KEYS]
+    findings = []
+    for key in reversed(_job_schema.unknown_keys(spec_vars)):
+        close = difflib.get_close_matches(key if key.startswith(_job_schema.PREFIX) else _job_schema.var(key), known, n=1,
+                                          cutoff=0.7)
+        findings.append(_job_findings.finding(
+            "%s is a job spec variable" % key, status, "spec", "%s: %r" % (key, spec_vars[key]),
+            "a megatron_job_* variable of the megatron_job role",
+            "no role reads it, so it would be ignored and the default used; %s (roles/megatron_job/defaults/main.yml "
+            "lists them), or set megatron_unknown_variables: warn to only warn"
+            % ("did you mean %s?" % close[0] if close else "check the spelling")))
+    return findings
 
 
 def _summary(findings: List[Dict[str, str]]) -> Tuple[List[Dict[str, str]], str]:

@@ -106,6 +106,14 @@ options:
     description: Fail the task when a check fails. With V(false) the findings are only returned.
     type: bool
     default: true
+  unknown_variables:
+    description:
+      - What a C(megatron_job_*) variable that the schema does not know (a typo) does, with the closest
+        known name in the message; validate.yml passes C(megatron_unknown_variables) (cluster_defaults).
+      - V(fail) fails the check; V(warn) only reports it.
+    type: str
+    choices: [fail, warn]
+    default: fail
   report_dir:
     description:
       - Directory on the controller for the report files; created when missing (C(~) is the

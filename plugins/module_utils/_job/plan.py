@@ -40,7 +40,7 @@ from . import rules as _job_rules
 from . import spec as _job_spec
 from .model import model_flops_per_token
 from . import parity as _job_parity
-from .schema import JobError
+from .schema import JobError, coerce
 
 # GPUs the planner knows: dense bf16 peak and HBM bandwidth (NVIDIA's datasheets), memory, and
 # what a burn-in measured or, lacking that, what this project measured (H200: KINDS.md's
@@ -141,10 +141,17 @@ FUSED_OPS_FACTOR = {"gpt": 0.968, "llama": 0.838}
 ZERO3_HOOK_FRACTION = 0.061
 MEMORY_MARGIN = _job_memory.MEMORY_WARN_FRACTION
 MICRO_CHOICES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
+# Judging one candidate layout (normalize, every rule, the memory estimate) took about 2.5 ms on the
+# controller (the default spec on 1 to 128 nodes x 8 GPUs: 384 to 736 candidates in 1.3 to 1.8 s),
+# so this many answer within about 5 s; a larger search is refused at once, saying what to pin.
+MAX_CANDIDATES = 2000
 
 
 def divisors(number: int) -> List[int]:
-    return [d for d in range(1, number + 1) if number % d == 0]
+    """The divisors of ``number``, ascending, in about sqrt(number) steps (a layer count such as
+    1e10 once took minutes here)."""
+    small = [d for d in range(1, math.isqrt(number) + 1) if number % d == 0]
+    return small + [number // d for d in reversed(small) if d * d != number]
 
 
 def allreduce_seconds(nbytes: float, ranks: int, busbw_gbps: float) -> float:
@@ -295,8 +302,12 @@ def enumerate_layouts(spec: Mapping[str, Any], nodes: int, gpus_per_node: int,
     for tp in divisors(gpus_per_node):
         if heads % tp or ("tp" in keep and tp != keep["tp"]):
             continue
-        for pp in divisors(int(spec["num_layers"])):
-            if world % (tp * pp * sp) or ("pp" in keep and pp != keep["pp"]):
+        if world % (tp * sp):
+            continue
+        # PP divides both the layers and what TP x SP leave of the world: walk the smaller of the two.
+        layers = int(spec["num_layers"])
+        for pp in divisors(world // (tp * sp)):
+            if layers % pp or ("pp" in keep and pp != keep["pp"]):
                 continue
             dp = world // (tp * pp * sp)
             for micro in micro_choices:
@@ -322,6 +333,15 @@ def plan(spec: Mapping[str, Any], nodes: int, gpus_per_node: int, gpu_memory_mib
     memory_fraction, step_s, tokens_per_s, mfu, parts, fits, spec}], rejected: {reason: count},
     hardware}. ``padded_vocab_size`` replaces the vocabulary the spec implies (a vocab file
     the spec cannot read)."""
+    # The GPUs per node may come from the task rather than the spec: the same bounds as the spec's.
+    gpus_per_node = coerce("gpus_per_node", gpus_per_node)
+    searched = sum(1 for _ in enumerate_layouts(dict(spec, gpus_per_node=gpus_per_node), nodes, gpus_per_node, keep))
+    if searched > MAX_CANDIDATES:
+        raise JobError(
+            "the layout search of %d node(s) x %d GPUs has %d candidates, more than the %d judged within about 5 s "
+            "(%d layers, global batch %d): pin part of the layout with keep (plan.yml: -e '{\"plan_keep\": {\"tp\": 8, "
+            "\"zero\": 1}}'), or choose a layer count and global batch with fewer divisors"
+            % (nodes, gpus_per_node, searched, MAX_CANDIDATES, int(spec["num_layers"]), int(spec["global_batch_size"])))
     hw = hardware(gpu, rates)
     memory_mib = int(gpu_memory_mib or hw["memory_mib"])
     hw["memory_mib"] = memory_mib

@@ -35,21 +35,46 @@ class Field(NamedTuple):
 
     ``type``: the argument_specs.yml type (str, path, int, float, bool, dict, list, raw);
     ``kind``: how the value is coerced (int, float, bool, auto_bool, str, choice, dict,
-    extra_args, data_path); ``minimum``: the smallest int accepted; ``nullable``: null is a
-    valid value (Megatron computes it, or only some tokenizers need it)."""
+    extra_args, data_path); ``minimum`` / ``maximum``: the bounds of an int or float (``open``
+    names the ones the value must not reach: "min", "max"); ``nullable``: null is a valid value
+    (Megatron computes it, or only some tokenizers need it); ``why``: the reason for the bounds
+    (or for refusing whitespace, ``words``), quoted in the error; ``words``: the value must be
+    one shell word (no whitespace)."""
 
     name: str
     type: str
     default: Any
     kind: str
     choices: Optional[Tuple[Any, ...]] = None
-    minimum: int = 0
+    minimum: float = 0
     nullable: bool = False
+    maximum: Optional[float] = None
+    open: Tuple[str, ...] = ()
+    why: str = ""
+    words: bool = False
 
 
 def _f(name: str, type_: str, default: Any, kind: Optional[str] = None, choices: Optional[Tuple[Any, ...]] = None,
-       minimum: int = 0, nullable: bool = False) -> Field:
-    return Field(name, type_, default, kind or type_, choices, minimum, nullable)
+       minimum: float = 0, nullable: bool = False, maximum: Optional[float] = None, open_: Tuple[str, ...] = (),
+       why: str = "", words: bool = False) -> Field:
+    return Field(name, type_, default, kind or type_, choices, minimum, nullable, maximum, open_, why, words)
+
+
+# Why the bounds below: each is quoted in the error the value gets.
+# Intervals: Megatron-DeepSpeed divides or takes the modulo by them (megatron/training.py at
+# 4efb479d: log_interval :1106 `iteration % args.log_interval`, :1193 `normalizer=`;
+# eval_interval :597 and :1558 `args.train_iters // args.eval_interval`; save_interval :1343-1344
+# skips saving when it is 0, so --save would write nothing).
+_INTERVAL = "Megatron-DeepSpeed divides by it or takes the iteration modulo it (megatron/training.py:%s at 4efb479d)"
+# Model sizes: the largest published dense models stay far below these (GPT-3 96 layers x 12288,
+# MT-NLG 105 x 20480, Llama 3 405B 126 x 16384; DeepSpeed-Ulysses reports 1M-token sequences), so a
+# value above them is a typo (1e10, a missing unit), and the planner's search stays bounded.
+_SIZE = "no real model comes near it (the largest dense models: about 126 layers, hidden 20480, 1M-token sequences)"
+# The install paths the ranks' environment carries: DeepSpeed's pdsh runner writes every
+# .deepspeed_env line unquoted as `export KEY=VALUE;` and `cd <dir>;` on each node
+# (deepspeed/launcher/multinode_runner.py:94 and :99 at 0.19.6), so a space splits them.
+_WORDS = ("it goes into the ranks' PATH, PYTHONPATH or CUDA_HOME, which DeepSpeed's pdsh runner writes unquoted "
+          "(deepspeed/launcher/multinode_runner.py:94, :99 at 0.19.6)")
 
 
 TOKENIZERS = (
@@ -70,13 +95,13 @@ FIELDS: Tuple[Field, ...] = (
     # Identity and paths
     _f("name", "str", "gpt"),
     _f("workdir", "path", "/opt/megatron/jobs/{name}", "str"),
-    _f("megatron_dir", "path", "/opt/megatron/Megatron-DeepSpeed", "str"),
-    _f("venv", "path", _stack_profiles.VENV, "str"),
+    _f("megatron_dir", "path", "/opt/megatron/Megatron-DeepSpeed", "str", why=_WORDS, words=True),
+    _f("venv", "path", _stack_profiles.VENV, "str", why=_WORDS, words=True),
     _f("checkpoint_dir", "path", "/shared/checkpoints/{name}", "str"),
     _f("tensorboard_dir", "str", "/shared/tensorboard/{name}", nullable=True),
     _f("log_dir", "path", "{workdir}/logs", "str"),
     _f("log_file", "path", "{log_dir}/train.log", "str"),
-    _f("cuda_home", "path", "/usr/local/cuda", "str", nullable=True),
+    _f("cuda_home", "path", "/usr/local/cuda", "str", nullable=True, why=_WORDS, words=True),
     _f("nccl_env_file", "path", "/etc/megatron/nccl.env", "str"),
     _f("nccl_env_dir", "path", "/etc/megatron/nccl.d", "str"),
     _f("load", "bool", True),
@@ -85,9 +110,9 @@ FIELDS: Tuple[Field, ...] = (
     _f("user", "str", "megatron"),
     _f("group", "str", "{user}"),
     # Cluster shape
-    _f("gpus_per_node", "int", 8, minimum=1),
+    _f("gpus_per_node", "int", 8, minimum=1, maximum=64, why="the largest GPU servers hold 16"),
     _f("launcher", "str", "pdsh", "choice", LAUNCHERS),
-    _f("master_port", "int", 29500, minimum=1),
+    _f("master_port", "int", 29500, minimum=1, maximum=65535, why="a TCP port number"),
     _f("master_addr", "str", None, nullable=True),
     # Parallelism
     _f("tensor_parallel", "int", 8, minimum=1),
@@ -96,12 +121,12 @@ FIELDS: Tuple[Field, ...] = (
     _f("sequence_parallel", "bool", False),
     _f("ds_sequence_parallel_size", "int", 1, minimum=1),
     # Model
-    _f("num_layers", "int", 40, minimum=1),
-    _f("hidden_size", "int", 5120, minimum=1),
+    _f("num_layers", "int", 40, minimum=1, maximum=1024, why=_SIZE),
+    _f("hidden_size", "int", 5120, minimum=1, maximum=131072, why=_SIZE),
     _f("num_attention_heads", "int", 40, minimum=1),
-    _f("seq_length", "int", 2048, minimum=1),
-    _f("max_position_embeddings", "int", 2048, minimum=1),
-    _f("ffn_hidden_size", "int", None, minimum=1, nullable=True),
+    _f("seq_length", "int", 2048, minimum=1, maximum=4194304, why=_SIZE),
+    _f("max_position_embeddings", "int", 2048, minimum=1, maximum=4194304, why=_SIZE),
+    _f("ffn_hidden_size", "int", None, minimum=1, nullable=True, maximum=524288, why=_SIZE),
     _f("model_preset", "str", "gpt", "choice", MODEL_PRESETS),
     _f("num_key_value_heads", "int", None, minimum=1, nullable=True),
     # Batch
@@ -109,15 +134,15 @@ FIELDS: Tuple[Field, ...] = (
     _f("global_batch_size", "int", 512, minimum=1),
     # Optimisation
     _f("train_iters", "int", 1000000, minimum=1),
-    _f("lr", "float", 6.0e-5),
+    _f("lr", "float", 6.0e-5, open_=("min",), why="a learning rate of 0 trains nothing"),
     _f("min_lr", "float", 6.0e-6),
     _f("lr_decay_style", "str", "cosine", "choice", ("constant", "linear", "cosine", "inverse-square-root")),
     _f("lr_warmup_iters", "int", 2000),
-    _f("weight_decay", "float", 0.1),
+    _f("weight_decay", "float", 0.1, why="a negative decay grows the weights instead of shrinking them"),
     _f("clip_grad", "float", 1.0),
-    _f("adam_beta1", "float", 0.9),
-    _f("adam_beta2", "float", 0.95),
-    _f("init_method_std", "float", 0.006),
+    _f("adam_beta1", "float", 0.9, maximum=1, open_=("max",), why="torch.optim.Adam requires 0 <= beta < 1"),
+    _f("adam_beta2", "float", 0.95, maximum=1, open_=("max",), why="torch.optim.Adam requires 0 <= beta < 1"),
+    _f("init_method_std", "float", 0.006, open_=("min",), why="a standard deviation of 0 starts every weight equal"),
     # Precision
     _f("precision", "str", "bf16", "choice", PRECISIONS),
     _f("fp16_initial_scale_power", "int", 16),
@@ -146,10 +171,10 @@ FIELDS: Tuple[Field, ...] = (
     _f("fused_ops", "raw", AUTO, "auto_bool"),
     _f("gradient_accumulation_fusion", "bool", False),
     # Logging, evaluation, checkpoints
-    _f("log_interval", "int", 10),
-    _f("eval_interval", "int", 100),
+    _f("log_interval", "int", 10, minimum=1, why=_INTERVAL % "1106, :1193"),
+    _f("eval_interval", "int", 100, minimum=1, why=_INTERVAL % "597, :1558"),
     _f("eval_iters", "int", 10),
-    _f("save_interval", "int", 1000),
+    _f("save_interval", "int", 1000, minimum=1, why=_INTERVAL % "1343-1344; 0 saves nothing"),
     _f("exit_signal_handler", "bool", True),
     # Data
     _f("data_path", "raw", "/shared/data/my-gpt_text_document", "data_path"),
@@ -256,9 +281,16 @@ def to_int(key: str, value: Any) -> int:
     raise JobError("%s: found %r, expected an integer" % (var(key), value))
 
 
+# YAML 1.1's spellings of NaN and the infinities, as they arrive from -e or a quoted value: read as
+# numbers so that the error says why they are refused (not finite) rather than "not a number".
+_YAML_SPECIAL = {".nan": math.nan, ".inf": math.inf, "+.inf": math.inf, "-.inf": -math.inf}
+
+
 def to_float(key: str, value: Any) -> float:
     if isinstance(value, bool):
         raise JobError("%s: found %r, expected a number" % (var(key), value))
+    if isinstance(value, str) and value.strip().lower() in _YAML_SPECIAL:
+        return _YAML_SPECIAL[value.strip().lower()]
     try:
         return float(value)
     except (TypeError, ValueError):
@@ -288,14 +320,18 @@ def coerce(key: str, value: Any) -> Any:
     kind = field.kind
     if kind == "int":
         number = to_int(key, value)
-        if number < field.minimum:
-            raise JobError("%s: found %d, expected an integer >= %d" % (var(key), number, field.minimum))
+        _check_bounds(field, number)
         if field.choices and number not in field.choices:
             raise JobError("%s: found %d, expected one of %s"
                            % (var(key), number, ", ".join(str(c) for c in field.choices)))
         return number
     if kind == "float":
-        return to_float(key, value)
+        real = to_float(key, value)
+        if not math.isfinite(real):
+            raise JobError("%s: found %r, expected a finite number %s; set a number, e.g. the default %r"
+                           % (var(key), value, bounds_text(field), field.default))
+        _check_bounds(field, real)
+        return real
     if kind == "bool":
         return to_bool(key, value)
     if kind == "auto_bool":
@@ -314,12 +350,11 @@ def coerce(key: str, value: Any) -> Any:
             raise JobError("%s: found %r, expected a list of arguments" % (var(key), value))
         return [str(v) for v in value]
     if kind == "data_path":
-        # Megatron's --data-path takes prefixes, optionally weighted ("0.7 /d/a 0.3 /d/b").
-        words = [str(v) for v in value] if isinstance(value, (list, tuple)) else str(value).split()
-        if not words:
-            raise JobError("%s: found %r, expected a dataset prefix (no .bin/.idx)" % (var(key), value))
-        return " ".join(words)
+        return _data_path(key, value)
     text = str(value)
+    if field.words and any(c.isspace() for c in text):
+        raise JobError("%s: found %r, expected a path without spaces: %s; move it, or point a symlink without "
+                       "spaces at it and set %s to the link" % (var(key), text, field.why, var(key)))
     if kind == "choice":
         lowered = {c.lower(): c for c in field.choices or ()}
         if key in ("zero_offload_optimizer", "zero_offload_param") and text.strip() == "":
@@ -330,6 +365,67 @@ def coerce(key: str, value: Any) -> Any:
     if key == "split":
         return text.replace(" ", "")
     return text
+
+
+def bounds_text(field: Field) -> str:
+    """The bounds of a number field in words: ">= 1", "from 1 to 65535", "> 0", ">= 0 and < 1"."""
+    low = "%s %s" % (">" if "min" in field.open else ">=", _number(field.minimum))
+    if field.maximum is None:
+        return low
+    if not field.open:
+        return "from %s to %s" % (_number(field.minimum), _number(field.maximum))
+    return "%s and %s %s" % (low, "<" if "max" in field.open else "<=", _number(field.maximum))
+
+
+def _number(value: float) -> str:
+    return "%d" % value if float(value).is_integer() else "%r" % value
+
+
+def _check_bounds(field: Field, number: float) -> None:
+    low, high = field.minimum, field.maximum
+    below = number <= low if "min" in field.open else number < low
+    above = high is not None and (number >= high if "max" in field.open else number > high)
+    if below or above:
+        raise JobError("%s: found %s, expected %s %s%s; set it within those bounds (default %r)" % (
+            var(field.name), _number(number), "an integer" if field.kind == "int" else "a number", bounds_text(field),
+            ": " + field.why if field.why else "", field.default))
+
+
+def _is_weight(word: str) -> bool:
+    try:
+        return math.isfinite(float(word))
+    except ValueError:
+        return False
+
+
+def _data_path(key: str, value: Any) -> str:
+    """Megatron's --data-path as the spec keeps it: one prefix, or weight-prefix pairs ("0.7 /d/a 0.3 /d/b"),
+    as words joined by spaces, so that train.sh passes one word per item.
+
+    Upstream takes either one item (a prefix) or an even number of items read as (weight, prefix)
+    pairs (`assert len(data_prefix) % 2 == 0`, `float(data_prefix[2*i])`:
+    megatron/data/dataset_utils.py:49, :54 at 4efb479d). A prefix that contains whitespace is split
+    into two items on its way to train.sh, so it is refused here rather than found by upstream's
+    assert after provisioning."""
+    if isinstance(value, (list, tuple)):
+        words = [str(v) for v in value]
+        spaced = [w for w in words if not w.strip() or any(c.isspace() for c in w)]
+        if spaced:
+            raise JobError("%s: found %r, expected dataset prefixes without whitespace: item %r would reach "
+                           "pretrain_gpt.py --data-path as %d word(s); rename the dataset files, or point a symlink "
+                           "without spaces at them" % (var(key), value, spaced[0], len(spaced[0].split())))
+    else:
+        words = str(value).split()
+    if not words:
+        raise JobError("%s: found %r, expected a dataset prefix (no .bin/.idx)" % (var(key), value))
+    if len(words) > 1 and (len(words) % 2 or not all(_is_weight(w) for w in words[::2])):
+        raise JobError(
+            "%s: found %r, expected one dataset prefix or weight-prefix pairs (\"0.7 /d/a 0.3 /d/b\"): split on "
+            "whitespace it is %d words, %s, which Megatron-DeepSpeed reads as %s (megatron/data/dataset_utils.py:49, "
+            ":54); a prefix cannot contain whitespace: rename the dataset files or point a symlink without spaces "
+            "at them" % (var(key), value, len(words), " ".join(repr(w) for w in words),
+                         "an odd number of items" if len(words) % 2 else "weights that are not numbers"))
+    return " ".join(words)
 
 
 def _env_text(value: Any) -> str:

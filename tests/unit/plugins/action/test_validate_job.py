@@ -106,11 +106,18 @@ def test_unknown_profile_fails():
         run_action({}, dict(inventory_vars(), megatron_stack_profile="cu999"))
 
 
-def test_spec_typo_is_reported():
-    result = run_action({"gpu_memory_mib": 81920, "deepspeed_version": "0.19.6"}, inventory_vars(micro_batch=4))
+def test_spec_typo_fails_naming_the_closest_variable():
+    message, _result = rejected({"gpu_memory_mib": 81920, "deepspeed_version": "0.19.6"}, inventory_vars(micro_batch=4))
+    assert "megatron_job_micro_batch is a job spec variable" in message
+    assert "megatron_job_micro_batch: 4" in message and "did you mean megatron_job_micro_batch_size?" in message
+
+
+def test_spec_typo_only_warns_when_asked():
+    result = run_action({"gpu_memory_mib": 81920, "deepspeed_version": "0.19.6", "unknown_variables": "warn"},
+                        inventory_vars(micro_batch=4))
     finding = result["findings"][0]
     assert finding["check"] == "megatron_job_micro_batch is a job spec variable"
-    assert finding["status"] == "warn"
+    assert finding["status"] == "warn" and "did you mean megatron_job_micro_batch_size?" in finding["fix"]
 
 
 def test_bad_spec_value_names_the_variable():

@@ -71,7 +71,7 @@ def test_derive(overrides, expected):
         (dict(nodes=2, gpus_per_node=8, tensor_parallel=8, micro_batch_size=2, global_batch_size=6),
          "global_batch_size 6 is not divisible by micro_batch_size 2 x data parallel 2"),
         # One coercion (_job_schema.coerce) now reads every spec value, for rendering and validation alike.
-        (dict(gpus_per_node=0), "megatron_job_gpus_per_node: found 0, expected an integer >= 1"),
+        (dict(gpus_per_node=0), "megatron_job_gpus_per_node: found 0, expected an integer from 1 to 64"),
         (dict(micro_batch_size="two"), "megatron_job_micro_batch_size: found 'two'"),
         (dict(global_batch_size=True), "megatron_job_global_batch_size: found True"),
     ],

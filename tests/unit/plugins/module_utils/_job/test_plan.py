@@ -407,3 +407,48 @@ def test_the_plan_writes_its_prediction_for_status():
     assert predicted["tokens_per_gpu_per_s"] == pytest.approx(row["tokens_per_s"], abs=0.1)
     assert predicted["model_error"] == [-0.08, 0.10] and predicted["layout"] == _job_plan.describe(row)
     assert _job_plan.prediction(row, 1, "H100")["model_error"] is None
+
+
+# ---------------------------------------------------------------------------------------
+# Bounded search (issue 39: plan.yml ran for over 5 minutes on num_layers: 1e10)
+# ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("number", [1, 2, 12, 36, 97, 720, 1024, 65536])
+def test_divisors_are_every_divisor_in_order(number):
+    assert _job_plan.divisors(number) == [d for d in range(1, number + 1) if number % d == 0]
+
+
+def test_enumeration_does_not_walk_the_layer_count():
+    """PP is drawn from the divisors of the world, so a layer count of 1e10 (which the schema
+    refuses anyway) costs nothing here; it once iterated range(1, 1e10)."""
+    import time
+    spec = dict(_job_spec.normalize({}), num_layers=10 ** 10)
+    started = time.monotonic()
+    layouts = list(_job_plan.enumerate_layouts(spec, 2, 8))
+    assert time.monotonic() - started < 1.0
+    assert {row["pp"] for row in layouts} <= {1, 2, 4, 8, 16}
+
+
+@pytest.mark.parametrize(("given", "words"), [
+    ({"megatron_job_num_layers": 10 ** 10}, "megatron_job_num_layers: found 10000000000, expected an integer from 1 to 1024"),
+    ({"megatron_job_hidden_size": "1e9"}, "megatron_job_hidden_size: found 1000000000"),
+], ids=["num_layers 1e10", "hidden 1e9"])
+def test_absurd_sizes_are_refused_before_the_search(given, words):
+    with pytest.raises(_job_spec.JobError, match=words):
+        _job_plan.plan(_job_spec.normalize(given), 2, 8, gpu="H100")
+
+
+def test_planner_gpus_per_node_has_the_specs_bounds():
+    with pytest.raises(_job_spec.JobError, match="megatron_job_gpus_per_node: found 100000, expected an integer from 1 to 64"):
+        _job_plan.plan(_job_spec.normalize({}), 2, 100000, gpu="H100")
+
+
+def test_a_search_too_large_is_refused_at_once_naming_what_to_pin():
+    """720 layers (30 divisors) on 720 nodes with a global batch of 184320: more candidates than
+    MAX_CANDIDATES; the refusal comes before any layout is judged, and keep= narrows it."""
+    spec = _job_spec.normalize({"megatron_job_num_layers": 720, "megatron_job_num_attention_heads": 64,
+                                "megatron_job_hidden_size": 8192, "megatron_job_global_batch_size": 184320})
+    assert sum(1 for _ in _job_plan.enumerate_layouts(spec, 720, 8)) > _job_plan.MAX_CANDIDATES
+    with pytest.raises(_job_spec.JobError, match="candidates, more than the 2000 judged .*plan_keep"):
+        _job_plan.plan(spec, 720, 8, gpu="H100")
+    assert sum(1 for _ in _job_plan.enumerate_layouts(spec, 720, 8, {"tp": 8, "zero": 1})) <= _job_plan.MAX_CANDIDATES

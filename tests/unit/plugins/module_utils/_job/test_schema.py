@@ -83,3 +83,12 @@ def test_inherited_profile_default_is_the_lookups():
     """megatron_stack_profile unset: the role asks the stack_profile lookup for '' and gets the
     collection's default profile, the value the schema (and validate_job) use."""
     assert _stack_profiles.get("")["name"] == _job_schema.DEFAULTS["stack_profile"] == _stack_profiles.DEFAULT_PROFILE
+
+
+@pytest.mark.parametrize("field", [f for f in _job_schema.FIELDS if f.why], ids=lambda f: f.name)
+def test_argument_spec_states_the_bounds(field):
+    """The bounds coerce() enforces are written in the argument spec's description too."""
+    description = OPTIONS[PREFIX + field.name]["description"]
+    text = " ".join(description) if isinstance(description, list) else description
+    expected = "No whitespace" if field.words else "Range %s." % _job_schema.bounds_text(field)
+    assert expected in text, "%s: argument_specs.yml should say %r" % (field.name, expected)
