@@ -16,6 +16,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import plan as _job_plan
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import schema as _job_schema
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._stack import gpu_arch as _gpu_arch
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._stack import profiles as _stack_profiles
 from ansible_collections.megatron_ds.cluster.plugins.plugin_utils import _job_inputs
 
@@ -71,6 +72,13 @@ class ActionModule(ActionBase):
                 "planner: the GPU model is unknown (%s): set megatron_gpu_model in the inventory (one of %s), run "
                 "playbooks/preflight.yml once so that the facts cache names the nodes' GPUs, or pass gpu= "
                 "(plan.yml: -e plan_gpu=A100-80GB)" % (gpu_from, ", ".join(sorted(_job_plan.GPUS))))
+        # A layout of a stack that has no code for the GPU would be a plan for a job that cannot start.
+        # Only a GPU the planner knows: its own error names the others.
+        capability = _gpu_arch.capability_of(gpu) if _job_plan.gpu_key(gpu) else None
+        if capability and spec["stack_profile"] in _stack_profiles.PROFILES:
+            refusal = _gpu_arch.refusal(spec["stack_profile"], gpu, capability)
+            if refusal:
+                raise AnsibleActionFail("planner: %s (the GPU from %s)" % (refusal, gpu_from))
         rates = {k: args[k] for k in ("matmul_tflops", "peak_tflops", "nvlink_busbw_gbps", "internode_busbw_gbps")}
         calibrated = None
         if args["burnin_report"] and os.path.isfile(args["burnin_report"]):

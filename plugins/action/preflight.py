@@ -40,6 +40,7 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = {
     "ssh_reachable": {"type": "dict"},
     "ssh_memlock": {"type": "dict"},
     "fail_on_warn": {"type": "bool", "default": False},
+    "driver_lifecycle_date": {"type": "str"},
     "report_dir": {"type": "path"},
     "connections": {"type": "dict"},
 }
@@ -162,6 +163,7 @@ class ActionModule(ActionBase):
             "min_free_gb": args["min_free_gb"],
             "disk_paths": args["disk_paths"],
             "max_clock_offset_ms": args["max_clock_offset_ms"],
+            "today": args["driver_lifecycle_date"],
             "ssh_reachable": dict(args["ssh_reachable"]) if args["ssh_reachable"] is not None else None,
             "ssh_memlock": dict(args["ssh_memlock"]) if args["ssh_memlock"] is not None else None,
             # Named in the row of a node that could not be reached.

@@ -242,6 +242,14 @@ ansible_facts:
               description: Memory of the smallest GPU in MiB.
               type: int
               sample: 143771
+            compute_capability:
+              description:
+                - The CUDA compute capability every GPU shares, e.g. C(9.0) for H100/H200; null when they differ or one is unknown.
+                - From C(--query-gpu=compute_cap) where the CSV was read, else from the XML's C(product_architecture) where that
+                  architecture has one capability (Hopper, Ada Lovelace, Turing, Volta); Ampere and Blackwell leave it null and
+                  the controller's checks read it off the GPU name.
+              type: str
+              sample: "9.0"
             uuids:
               description: GPU UUIDs.
               type: list
@@ -269,6 +277,12 @@ ansible_facts:
                 persistence_mode:
                   description: Persistence mode enabled; null when unknown.
                   type: bool
+                architecture:
+                  description: The XML's C(product_architecture), e.g. C(Hopper); null from the CSV query.
+                  type: str
+                compute_capability:
+                  description: This GPU's compute capability (see C(gpus.compute_capability)); null when unknown.
+                  type: str
             pci_devices:
               description:
                 - PCI addresses of the NVIDIA GPUs on the bus (vendor 0x10de, class 0x03), driver bound or not,

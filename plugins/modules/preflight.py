@@ -117,6 +117,11 @@ options:
         InfiniBand port down, a node missing from the hostfile).
     type: bool
     default: false
+  driver_lifecycle_date:
+    description:
+      - The date (C(YYYY-MM-DD)) on which C(driver.lifecycle) judges each node's driver branch against
+        NVIDIA's end-of-life table (plugins/module_utils/_stack/driver_lifecycle.py). Omit for today.
+    type: str
   ssh_memlock:
     description:
       - Node name to C(ulimit -l) in a non-interactive ssh session on that node, as the head node's

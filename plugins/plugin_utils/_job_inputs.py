@@ -258,7 +258,7 @@ def node_count(given: Optional[int], hosts: Any, variables: Mapping[str, Any],
 class ValidateInput(NamedTuple):
     """What validate_job judges. ``script`` is the parsed train.sh (None for a spec) and
     ``script_path`` its file; ``cluster`` is the rules' {nodes, gpus_per_node, gpu_memory_mib,
-    hosts}; ``nodes_from`` and ``notes`` say where values came from, for the task's result."""
+    hosts, gpu_model}; ``nodes_from`` and ``notes`` say where values came from, for the task's result."""
 
     spec: Dict[str, Any]
     spec_vars: Dict[str, Any]
@@ -376,6 +376,10 @@ def validate_input(args: Mapping[str, Any], variables: Mapping[str, Any], templa
     hosts, hostfile = _read_hostfile(hostfile, path_dwim)
     nodes, nodes_from = node_count(args["nodes"], hosts, variables, script)
     gpus, memory = _gpu_shape(args, variables, template, hosts, notes)
+    try:
+        model = gpu_model(variables, template)[0]
+    except JobInputError:
+        model = None  # an unknown megatron_gpu_model: the planner names it; the memory check does without
     resume = None
     if args["resume_tp"] is not None:
         resume = {"tp": args["resume_tp"], "pp": args["resume_pp"]}
@@ -384,5 +388,5 @@ def validate_input(args: Mapping[str, Any], variables: Mapping[str, Any], templa
     return ValidateInput(
         spec=spec, spec_vars=raw, script=script, script_path=script_path, ds_config=ds_config,
         ds_config_file=ds_config_file, hostfile=hostfile, hosts=hosts,
-        cluster={"nodes": nodes, "gpus_per_node": gpus, "gpu_memory_mib": memory, "hosts": hosts},
+        cluster={"nodes": nodes, "gpus_per_node": gpus, "gpu_memory_mib": memory, "hosts": hosts, "gpu_model": model},
         resume=resume, deepspeed_version=deepspeed_version, era=era, nodes_from=nodes_from, notes=notes)

@@ -31,3 +31,21 @@ def test_plan_playbook_on_prod_inventory_writes_valid_group_vars(tmp_path):
                                    "-e", "validate_gpu_memory_mib=81920", "-e", "validate_report_dir=%s" % tmp_path],
                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
     assert check.returncode == 0, check.stdout[-3000:]
+
+
+@pytest.mark.skipif(PLAYBOOK is None, reason=tools.missing("ansible-playbook"))
+@pytest.mark.parametrize("playbook", ["plan.yml", "validate.yml"])
+def test_h100_inventory_on_cu117_is_refused(tmp_path, playbook):
+    """The prod inventory (cu117, the guide's stack) said to hold H100s: both controller playbooks
+    refuse it and name the profiles that carry Hopper code."""
+    env = tools.environ(ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_FORCE_COLOR="0")
+    run = subprocess.run([PLAYBOOK, "-i", os.path.join(REPO, "inventories", "prod"), "-e", "ansible_host=127.0.0.1",
+                          "-e", "megatron_gpu_model=H100", "-e", "megatron_stack_profile=cu117",
+                          "-e", "validate_report_dir=%s" % tmp_path, "-e", "plan_dest=%s" % (tmp_path / "plan.yml"),
+                          os.path.join(REPO, "playbooks", playbook)],
+                         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
+    assert run.returncode != 0, run.stdout[-3000:]
+    words = " ".join(run.stdout.split())  # validate.yml wraps its lines to the terminal
+    assert "stack profile cu117 cannot run on H100 (compute capability 9.0)" in words, run.stdout[-3000:]
+    assert "set megatron_stack_profile to cu121 or cu130" in words
+    assert not (tmp_path / "plan.yml").exists()

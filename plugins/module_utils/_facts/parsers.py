@@ -51,7 +51,8 @@ def parse_proc_driver_version(text: Optional[str]) -> Dict[str, Optional[str]]:
 def gpu_facts(smi_data: Dict[str, Any]) -> Dict[str, Any]:
     """The facts' view of the nvidia-smi reader's result (smi.parse_xml, smi.parse_csv): driver and
     CUDA version, and per GPU its index, name, uuid, memory_mib (memory.total in whole MiB),
-    pci_bus_id and persistence_mode."""
+    pci_bus_id, persistence_mode, architecture and compute_capability ("9.0"; None where
+    nvidia-smi gives neither compute_cap nor an architecture of one capability)."""
     gpus = []
     for gpu in smi_data["gpus"]:
         total = gpu.get("memory_total_bytes")
@@ -62,6 +63,8 @@ def gpu_facts(smi_data: Dict[str, Any]) -> Dict[str, Any]:
             "memory_mib": None if total is None else int(total // smi.MIB),
             "pci_bus_id": gpu.get("pci_bus_id"),
             "persistence_mode": gpu.get("persistence_mode"),
+            "architecture": gpu.get("architecture"),
+            "compute_capability": gpu.get("compute_capability"),
         })
     return {"driver_version": smi_data.get("driver_version"), "cuda_version": smi_data.get("cuda_version"),
             "gpus": gpus}
@@ -104,15 +107,19 @@ def is_nvidia_gpu(vendor: Optional[str], pci_class: Optional[str]) -> bool:
 def summarize_gpus(gpus: List[Dict[str, Any]], pci_devices: Optional[List[str]] = None) -> Dict[str, Any]:
     """The ``gpus`` section: ``model`` is the one name every GPU shares (null when mixed or none);
     ``memory_mib`` the smallest GPU's memory, the one that limits a job; ``pci_devices`` the NVIDIA
-    GPUs on the PCI bus (None: the bus was not read)."""
+    GPUs on the PCI bus (None: the bus was not read); ``compute_capability`` the one every GPU
+    reports (null when they differ or one is unknown)."""
     names = [g["name"] for g in gpus if g.get("name")]
     models = sorted(set(names))
+    capabilities = set(g.get("compute_capability") for g in gpus)
     memories = [g["memory_mib"] for g in gpus if isinstance(g.get("memory_mib"), int)]
     return {
         "count": len(gpus),
         "model": models[0] if len(models) == 1 and len(names) == len(gpus) else None,
         "models": models,
         "memory_mib": min(memories) if memories else None,
+        # The one capability every GPU shares (null when mixed, unknown or no GPU).
+        "compute_capability": capabilities.pop() if len(capabilities) == 1 else None,
         "uuids": [g["uuid"] for g in gpus if g.get("uuid")],
         "list": gpus,
         "pci_devices": pci_devices,

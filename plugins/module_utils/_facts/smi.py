@@ -108,6 +108,24 @@ def _ecc_sum(scope: str, kind: str) -> Callable[[ET.Element], Optional[float]]:
     return read
 
 
+# Compute capability of the architectures that have one only ("product_architecture" in the XML,
+# which has no capability element; the CSV has compute_cap). Ampere (8.0, 8.6, 8.7) and Blackwell
+# (10.0, 12.0) have several, so the name decides there (_stack/gpu_arch.py, on the controller).
+# Source: NVIDIA's "CUDA Toolkit, Driver, and Architecture Matrix"; Hopper's 9.0 matches what torch
+# reported on the H200 host (tests/fixtures/gpu-host-h200x2/gpu-host-stack.txt).
+ARCHITECTURE_CAPABILITY: Dict[str, str] = {
+    "hopper": "9.0",
+    "ada lovelace": "8.9",
+    "turing": "7.5",
+    "volta": "7.0",
+}
+
+
+def _xml_capability(gpu: ET.Element) -> Optional[str]:
+    architecture = parse_text(gpu.findtext("product_architecture"))
+    return ARCHITECTURE_CAPABILITY.get((architecture or "").lower())
+
+
 # --------------------------------------------------------------------------- the table
 class Field(NamedTuple):
     """One thing nvidia-smi reports.
@@ -136,6 +154,9 @@ FIELDS: Tuple[Field, ...] = (
     Field("cuda_version", (), ("/cuda_version",), parse_text, "log"),
     Field("persistence_mode", ("persistence_mode",), ("persistence_mode",), parse_flag),
     Field("compute_mode", ("compute_mode",), ("compute_mode",), parse_text),
+    Field("architecture", (), ("product_architecture",), parse_text),
+    # --query-gpu's compute_cap ("9.0"); the XML's architecture where it has one capability.
+    Field("compute_capability", ("compute_cap",), _xml_capability, parse_text),
     # memory, load, power, heat
     Field("memory_total_bytes", ("memory.total",), ("fb_memory_usage/total",), parse_mib),
     Field("memory_used_bytes", ("memory.used",), ("fb_memory_usage/used",), parse_mib),

@@ -50,6 +50,9 @@ class JobInput(NamedTuple):
     findings: List[Dict[str, str]]
     tp: int
     pp: int
+    # The planner's GPU name (the cluster's gpu_model: the inventory's megatron_gpu_model or the
+    # nodes' facts); None when unknown. Judged against the stack profile's architectures.
+    gpu_model: Optional[str] = None
 
 
 def era_of(spec: Mapping[str, Any], deepspeed_version: Optional[str] = None) -> str:
@@ -133,4 +136,5 @@ def read(spec: Mapping[str, Any], ds_config: Optional[Mapping[str, Any]] = None,
         gpu_memory_mib=int_or_none(cluster.get("gpu_memory_mib")), resume=_resume(resume), script=script,
         findings=list(script.get("findings", [])) if script else [],
         tp=spec.get("tensor_parallel") or 1, pp=spec.get("pipeline_parallel") or 1,
+        gpu_model=cluster.get("gpu_model") or None,
     )

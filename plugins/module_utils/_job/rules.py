@@ -41,6 +41,8 @@ from .script import expected_value
 from .upstream_asserts import refusals as upstream_refusals
 from .spec import MDS_GLOBAL_BATCH_MSG, MDS_WORLD_MSG, derive, int_or_none
 from .._mds.args import LAUNCHERS, ArgValueError, args_for, classify, coerce, split_args
+from .._stack import gpu_arch as _gpu_arch
+from .._stack import profiles as _stack_profiles
 
 # DeepSpeed's messages, verbatim (deepspeed/runtime/config.py _batch_assertion,
 # _set_batch_related_parameters).
@@ -815,6 +817,25 @@ def _check_intervals(job: JobInput, facts: Facts, add: Add) -> None:
             "%s to 1 or more" % (lines[kind], "9446eaac" if job.era == "before_rebase" else "4efb479d",
                                  flag if job.from_script else PREFIX + key)))
 
+
+def _check_gpu_arch(job: JobInput, facts: Facts, add: Add) -> None:
+    """The cluster's GPU against the architectures the stack profile's torch and toolkit carry
+    (_stack/gpu_arch): the guide's cu117 has no Hopper code. Judged only where the GPU is known."""
+    del facts
+    profile = job.spec.get("stack_profile") or _stack_profiles.DEFAULT_PROFILE
+    capability = _gpu_arch.capability_of(job.gpu_model) if job.gpu_model else None
+    if capability is None or profile not in _stack_profiles.PROFILES:
+        return
+    check = "GPU architecture on stack profile %s" % profile
+    arch = _stack_profiles.PROFILES[profile].get("arch")
+    if not arch:
+        return
+    found = "%s (compute capability %s)" % (job.gpu_model, _gpu_arch.show(capability))
+    expected = "torch %s; toolkit builds %s to %s" % (" ".join(arch["torch"]), arch["toolkit"][0], arch["toolkit"][1])
+    text = _gpu_arch.refusal(profile, job.gpu_model, capability)
+    add(finding(check, "fail" if text else "pass", "stack", found, expected, text or ""))
+
+
 # Every rule after the cluster's shape, in the order validate.yml prints their findings. Each takes
 # (JobInput, Facts, add) and adds findings; a new rule is a function and a row here.
 RULES: Tuple[Callable[[JobInput, Facts, Add], None], ...] = (
@@ -838,4 +859,5 @@ RULES: Tuple[Callable[[JobInput, Facts, Add], None], ...] = (
     check_moe,
     _check_rampup,
     _check_intervals,
+    _check_gpu_arch,
 )

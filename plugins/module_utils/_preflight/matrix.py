@@ -37,6 +37,8 @@ from .rows import (
     _version,
     nvcc_torch_compatible,
 )
+from .._stack import driver_lifecycle as _lifecycle
+from .._stack import gpu_arch as _gpu_arch
 from .._stack.profiles import DS_CUDA_MINOR_MISMATCH_OK, UnknownCudaError, min_driver_for_cuda
 from .._stack.versions import compare, local_label, major, parse
 
@@ -393,6 +395,70 @@ def check_gpus(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
     )
 
 
+def check_gpu_arch(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
+    """Each GPU's compute capability (gpu_stack_facts, else the GPU's name) against what the
+    profile's torch wheel carries and its toolkit builds apex and DeepSpeed's ops for."""
+    check, comp = "gpu.arch", "gpu"
+    skipped = _cpu_skip(ctx, check, node, comp)
+    if skipped:
+        return skipped
+    arch = ctx.spec("arch") or {}
+    expected = "torch %s; toolkit builds %s" % (" ".join(arch.get("torch") or []), " to ".join(arch.get("toolkit") or []))
+    gpus = _get(facts, "gpus", "list") or []
+    seen: "dict[Any, str]" = {}
+    for gpu in gpus if isinstance(gpus, list) else []:
+        if isinstance(gpu, Mapping):
+            name = _text(gpu.get("name")) or _text(_get(facts, "gpus", "model")) or "GPU"
+            seen.setdefault(_gpu_arch.capability_of(name, gpu.get("compute_capability")), name)
+    if not seen and _get(facts, "gpus", "model"):
+        model = _text(_get(facts, "gpus", "model"))
+        seen[_gpu_arch.capability_of(model, _get(facts, "gpus", "compute_capability"))] = model or "GPU"
+    if not seen:
+        return _row(check, SKIP, node, comp, "no GPU listed", expected, "gpu.present reports the GPUs")
+    if None in seen:
+        return _row(check, WARN, node, comp, "%s: compute capability unknown" % seen[None], expected,
+                    "add the GPU to GPU_CAPABILITY in plugins/module_utils/_stack/gpu_arch.py, or run a driver whose "
+                    "nvidia-smi answers --query-gpu=compute_cap")
+    found = ", ".join("%s %s" % (seen[cap], _gpu_arch.show(cap)) for cap in sorted(seen))
+    refusals = [_gpu_arch.refusal(ctx.name, seen[cap], cap) for cap in sorted(seen)]
+    refusals = [text for text in refusals if text]
+    if refusals:
+        return _row(check, FAIL, node, comp, found, expected, "%s: %s" % (node, "; ".join(refusals)))
+    return _row(check, PASS, node, comp, found, expected)
+
+
+def check_driver_lifecycle(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
+    """A warning, never a failure, when the node's driver branch is past NVIDIA's end of life on
+    the preflight's date (option ``today``, default today), naming the supported branch to move to."""
+    check, comp = "driver.lifecycle", "driver"
+    skipped = _cpu_skip(ctx, check, node, comp)
+    if skipped:
+        return skipped
+    found = _text(_get(facts, "driver", "version"))
+    if found is None:
+        return _row(check, SKIP, node, comp, MISSING, fix="driver.version reports the missing driver")
+    when = ctx.options.get("today")
+    try:
+        verdict = _lifecycle.verdict(found, ctx.spec("cuda", "version"), when)
+    except ValueError:
+        return _row(check, WARN, node, comp, found, "a supported branch",
+                    "the preflight's date %r is not YYYY-MM-DD" % (when,))
+    as_of = _lifecycle.as_date(when).isoformat()
+    expected = "a branch NVIDIA still supports on %s" % as_of
+    if verdict["status"] == "unknown":
+        return _row(check, SKIP, node, comp, found, expected,
+                    "%s: add its row to plugins/module_utils/_stack/driver_lifecycle.py from NVIDIA's table" % verdict["text"])
+    shown = "%s: %s" % (found, verdict["text"])
+    if verdict["status"] == "supported":
+        return _row(check, PASS, node, comp, shown, expected)
+    target = verdict["upgrade"]
+    move = ("move %s to %s, which runs CUDA %s (set the driver version for %s; NVIDIA's minimum for the profile, %s, "
+            "still holds for a site that keeps its own driver)" % (
+                node, _lifecycle.describe(target), ctx.spec("cuda", "version"), _role("nvidia_driver"), ctx.spec("driver", "min"))
+            if target else "no branch in the lifecycle table is supported on %s: update the table" % as_of)
+    return _row(check, WARN, node, comp, shown, expected, "past end of life (no security fixes): " + move)
+
+
 def check_megatron(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
     check, comp = "megatron_deepspeed.present", "megatron_deepspeed"
     path = _text(_get(facts, "megatron_deepspeed", "path"))
@@ -510,6 +576,8 @@ def check_megatron_files(ctx: _Context, node: str, facts: Mapping[str, Any]) -> 
 MATRIX_CHECKS: Sequence[NodeCheck] = (
     check_gpus,
     check_driver,
+    check_gpu_arch,
+    check_driver_lifecycle,
     check_fabric_manager,
     check_cuda_toolkit,
     check_nvcc_torch,

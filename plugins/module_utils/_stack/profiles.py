@@ -109,6 +109,18 @@ PROFILES: Dict[str, Dict[str, Any]] = {
         "megatron_flags": [],
         # before_rebase has no --use-flash-attn* flags at all (docs/upstream-facts.md §A).
         "flash_attn": None,
+        # GPU architectures (gpu_arch.py). torch: torch.cuda.get_arch_list() of the wheel, as
+        # torch 1.13.1+cu117 prints it when it meets an H100 ("supports CUDA capabilities sm_37
+        # sm_50 sm_60 sm_70 sm_75 sm_80 sm_86", quoted in pytorch/pytorch#90761, 2022-12-13; not
+        # run here). toolkit: what CUDA 11.7's nvcc can build apex and DeepSpeed's ops for; sm_90
+        # (Hopper) and sm_89 (Ada) first came with CUDA 11.8 (NVIDIA's "CUDA Toolkit, Driver, and
+        # Architecture Matrix").
+        "arch": {
+            "torch": ["sm_37", "sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86"],
+            "toolkit": ["3.5", "8.7"],
+            "source": "torch's own warning quoted in pytorch/pytorch#90761; CUDA 11.8 is the first toolkit with sm_90",
+            "verified": False,
+        },
     },
     "cu121": {
         "description": "CUDA 12.1.1, cuDNN 8.9 (cuda12), NCCL 2.18, torch 2.1, DeepSpeed 0.16.1-0.19.6",
@@ -151,6 +163,16 @@ PROFILES: Dict[str, Dict[str, Any]] = {
         # Megatron-DeepSpeed HEAD has --use-flash-attn-v2; the unfused path is not known to fail
         # with torch 2.1, so flash attention stays the user's choice (python_env_flash_attn).
         "flash_attn": {"required": False, "provider": None},
+        # torch: the list the PyTorch cu121 wheels print in "not compatible" warnings (sm_50 to
+        # sm_90, e.g. FlyMyAI/flymyai-lora-trainer#47); not verified here for 2.1.2 itself.
+        # toolkit: CUDA 12 dropped Kepler (sm_35/37); 12.1 builds up to sm_90, Blackwell came
+        # with 12.8 (NVIDIA's architecture matrix).
+        "arch": {
+            "torch": ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"],
+            "toolkit": ["5.0", "9.0"],
+            "source": "PyTorch cu12x wheels' get_arch_list (not verified here for 2.1.2); NVIDIA's architecture matrix",
+            "verified": False,
+        },
     },
     "cu130": {
         "description": "Hopper hosts: CUDA 13.0, cuDNN 9, NCCL 2.28, torch 2.11, DeepSpeed 0.16.1-0.19.6",
@@ -200,6 +222,17 @@ PROFILES: Dict[str, Dict[str, Any]] = {
         # (roles/python_env/files/fused_ops), opted in by this profile: on one H200 the llama
         # preset ran 419.0 -> 492.9 TFLOP/s and the GPT 452.8 -> 466.0 (docs/benchmarks.md).
         "fused_ops": True,
+        # torch: sm_90 verified: torch 2.11.0+cu130 ran on the 2 x H200 host (capability 9.0,
+        # docs/upstream-facts.md §G; tests/fixtures/gpu-host-h200x2/gpu-host-stack.txt). The
+        # rest (sm_75 to sm_120) follows the cu128 wheels' list and is not verified here.
+        # toolkit: CUDA 13 dropped Maxwell, Pascal and Volta (last supported by 12.x) and builds
+        # Blackwell (10.0, 12.0) (NVIDIA's architecture matrix).
+        "arch": {
+            "torch": ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"],
+            "toolkit": ["7.5", "12.0"],
+            "source": "sm_90 ran on the H200 host (2026-11-29); the other entries not verified here",
+            "verified": False,
+        },
     },
     "cpu": {
         "description": "Simulated cluster and tests: no GPU, torch CPU, DeepSpeed over gloo",
@@ -231,6 +264,7 @@ PROFILES: Dict[str, Dict[str, Any]] = {
         # Megatron's FlashSelfAttention asserts its tensors are on the accelerator and fp16/bf16:
         # nothing to install on CPU, and the unfused path runs there (docs/upstream-facts.md §D5).
         "flash_attn": {"required": False, "provider": None},
+        "arch": None,  # no GPU code
     },
 }
 

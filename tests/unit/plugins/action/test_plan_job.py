@@ -161,3 +161,22 @@ def test_a_missing_burnin_report_is_no_error_and_a_broken_one_is(tmp_path):
     broken.write_text("{not json")
     with pytest.raises(AnsibleActionFail, match="cannot read the burn-in report .*run burnin.yml again"):
         run_action({"gpus_per_node": 1, "burnin_report": str(broken)}, inventory(NODES[:1], **SMALL))
+
+
+@pytest.mark.parametrize("profile, gpu_model, refused", [
+    ("cu117", "H100", True),
+    ("cu117", "H200", True),
+    ("cu117", "A100-80GB", False),
+    ("cu130", "H200", False),
+])
+def test_the_planner_refuses_a_stack_without_code_for_the_gpu(profile, gpu_model, refused, tmp_path):
+    spec = dict(SMALL, stack_profile=profile, use_flash_attn=profile == "cu130")
+    task_vars = inventory(gpu_model=gpu_model, **spec)
+    if not refused:
+        assert run_action({"limit": 3}, task_vars)["layouts"]
+        return
+    with pytest.raises(AnsibleActionFail) as error:
+        run_action({"limit": 3}, task_vars)
+    first = str(error.value).splitlines()[0]
+    assert first.startswith("planner: stack profile cu117 cannot run on %s (compute capability 9.0)" % gpu_model)
+    assert "set megatron_stack_profile to cu121 or cu130" in first and "inventory megatron_gpu_model" in first

@@ -348,3 +348,28 @@ def test_upstream_judges_the_job_on_the_controller(monkeypatch, change, status):
         assert rows[0]["check"].startswith("upstream: Megatron-DeepSpeed validate_args (megatron/arguments.py:")
         # megatron/arguments.py:298-299 at 4efb479d: the assert runs under `if args.kv_channels is None`
         assert rows[0]["found"] == "--hidden-size --num-attention-heads --kv-channels"
+
+
+@pytest.mark.parametrize("profile, gpu_model, failed", [
+    ("cu117", "H100", True),         # the guide's stack has no Hopper code
+    ("cu117", "A100-80GB", False),
+    ("cu121", "H100", False),
+])
+def test_hopper_on_cu117_is_refused_naming_the_profile_that_fits(profile, gpu_model, failed):
+    task_vars = inventory_vars(gpus_per_node=8, stack_profile=profile)
+    task_vars["megatron_gpu_model"] = gpu_model
+    result = run_action({"fail_on_error": False}, task_vars)
+    arch = [f for f in result["findings"] if f["check"] == "GPU architecture on stack profile %s" % profile]
+    assert [f["status"] for f in arch] == ["fail" if failed else "pass"]
+    if failed:
+        assert "set megatron_stack_profile to cu121 or cu130" in arch[0]["fix"]
+        assert "GPU architecture on stack profile cu117" in rejected({}, task_vars)[0]
+
+
+def test_the_gpu_of_the_nodes_facts_is_judged_too():
+    task_vars = inventory_vars(gpus_per_node=8)
+    task_vars["hostvars"] = {node: {"gpu_stack_facts": {"gpus": {"count": 8, "memory_mib": 81559,
+                                                                 "model": "NVIDIA H100 80GB HBM3"}}} for node in NODES}
+    result = run_action({"fail_on_error": False}, task_vars)
+    arch = [f for f in result["findings"] if f["check"].startswith("GPU architecture")]
+    assert [(f["status"], f["found"]) for f in arch] == [("fail", "H100 (compute capability 9.0)")]

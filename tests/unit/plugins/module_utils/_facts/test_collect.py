@@ -138,13 +138,32 @@ def test_xml_fixture_gives_the_h200_host():
     assert gpus["list"][1] == {
         "index": 1, "name": "NVIDIA H200", "uuid": "GPU-00000000-0000-0000-0000-000000000002",
         "memory_mib": 143771, "pci_bus_id": "00000000:00:07.0", "persistence_mode": True,
+        "architecture": "Hopper", "compute_capability": "9.0",
     }
+    # The capability torch reported on the same host (gpu-host-stack.txt: "capability": [9, 0]).
+    assert gpus["compute_capability"] == "9.0"
 
 
 def test_csv_fixture_gives_the_same_gpus_as_the_xml():
     from_csv = gf.parse_nvidia_smi_csv(SMI_CSV)
     assert from_csv["driver_version"] == "580.159.04"
-    assert from_csv["gpus"] == gf.parse_nvidia_smi_xml(SMI_XML)["gpus"]
+    # The recorded query asked for neither compute_cap nor (no such field) the architecture.
+    extra = ("architecture", "compute_capability")
+    assert all(gpu["compute_capability"] is None and gpu["architecture"] is None for gpu in from_csv["gpus"])
+    assert [dict((k, v) for k, v in gpu.items() if k not in extra) for gpu in from_csv["gpus"]] == [
+        dict((k, v) for k, v in gpu.items() if k not in extra) for gpu in gf.parse_nvidia_smi_xml(SMI_XML)["gpus"]]
+
+
+@pytest.mark.parametrize("capabilities, expected", [
+    (["9.0", "9.0"], "9.0"),
+    (["8.0", "9.0"], None),     # mixed GPUs: no one capability
+    (["9.0", None], None),      # one unknown
+    ([], None),                 # no GPU
+])
+def test_summary_capability_is_the_one_every_gpu_shares(capabilities, expected):
+    gpus = [{"index": i, "name": "NVIDIA H100 80GB HBM3", "memory_mib": 81559, "compute_capability": cap}
+            for i, cap in enumerate(capabilities)]
+    assert gf.summarize_gpus(gpus)["compute_capability"] == expected
 
 
 @pytest.mark.parametrize("text", [
@@ -1241,7 +1260,7 @@ def test_empty_root_gives_empty_facts_and_no_exception(tmp_path):
                        ssh_user="train")
     assert facts["driver"] == {"version": None, "kernel_module": None, "source": None}
     assert facts["gpus"] == {"count": 0, "model": None, "models": [], "memory_mib": None, "uuids": [], "list": [],
-                             "pci_devices": None}
+                             "pci_devices": None, "compute_capability": None}
     assert facts["cuda"] == {"version": None, "source": None, "home": None, "nvcc_version": None, "installed": []}
     assert facts["cudnn"] == {"version": None, "source": None}
     assert facts["nccl"] == {"version": None, "source": None, "library": None}

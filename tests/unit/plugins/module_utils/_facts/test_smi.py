@@ -34,6 +34,8 @@ H200_GPU0 = {
     "pci_bus_id": "00000000:00:06.0",                              # pci/pci_bus_id
     "persistence_mode": True,                                      # Enabled
     "compute_mode": "Default",
+    "architecture": "Hopper",                                      # product_architecture
+    "compute_capability": "9.0",                                   # Hopper's one capability (no element)
     "memory_total_bytes": 143771.0 * MIB,                          # fb_memory_usage/total 143771 MiB
     "memory_used_bytes": 0.0,                                      # fb_memory_usage/used 0 MiB
     "utilization_percent": 0.0,                                    # utilization/gpu_util 0 %
@@ -68,6 +70,7 @@ CSV_CELLS = {
     "driver_version": ("driver_version", "580.159.04", "580.159.04", "580.159.04"),
     "persistence_mode": ("persistence_mode", "Enabled", "Enabled", True),
     "compute_mode": ("compute_mode", "Default", "Default", "Default"),
+    "compute_capability": ("compute_cap", "9.0", "9.0", "9.0"),
     "memory_total_bytes": ("memory.total [MiB]", "143771 MiB", "143771", 143771.0 * MIB),
     "memory_used_bytes": ("memory.used [MiB]", "512 MiB", "512", 512.0 * MIB),
     "utilization_percent": ("utilization.gpu [%]", "97 %", "97", 97.0),
@@ -358,3 +361,26 @@ def test_parse_text(text, expected):
 @pytest.mark.parametrize("text, expected", [("143771 MiB", 143771.0 * MIB), ("0", 0.0), ("[N/A]", None)])
 def test_parse_mib_is_bytes(text, expected):
     assert smi.parse_mib(text) == expected
+
+
+# --------------------------------------------------------------------------- compute capability
+@pytest.mark.parametrize("architecture, expected", [
+    ("Hopper", "9.0"),          # the recorded H200's element
+    ("Ada Lovelace", "8.9"),
+    ("Turing", "7.5"),
+    ("Volta", "7.0"),
+    ("Ampere", None),           # 8.0, 8.6 or 8.7: the name decides (_stack/gpu_arch.py)
+    ("Blackwell", None),        # 10.0 or 12.0
+    ("N/A", None),
+    (None, None),               # no element (drivers before product_architecture)
+])
+def test_xml_capability_comes_from_an_architecture_of_one_capability(architecture, expected):
+    gpu = smi.parse_xml(_tree({"product_name": "NVIDIA X", "product_architecture": architecture}))["gpus"][0]
+    assert gpu["compute_capability"] == expected
+    assert gpu["architecture"] == (None if architecture in (None, "N/A") else architecture)
+
+
+def test_csv_compute_cap_is_read_as_printed():
+    parsed = smi.parse_csv("index, name, compute_cap\n0, NVIDIA A100-SXM4-80GB, 8.0\n1, NVIDIA A100-SXM4-80GB, [N/A]\n")
+    assert [gpu["compute_capability"] for gpu in parsed["gpus"]] == ["8.0", None]
+    assert "architecture" not in parsed["gpus"][0]  # --query-gpu has no such field

@@ -1263,3 +1263,28 @@ def test_spec_value_the_era_refuses(profile: str, style: str, status: Optional[s
     if status:
         assert found[0]["found"] == "megatron_job_lr_decay_style: %s" % style
         assert "before_rebase" in found[0]["fix"] and found[0]["expected"] == "{constant,linear,cosine}"
+
+
+# ---------------------------------------------------------------------------------------
+# The cluster's GPU against the stack profile's architectures (_check_gpu_arch)
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("profile, gpu_model, status, words", [
+    ("cu117", "H100", "fail", ["cannot run on H100 (compute capability 9.0)", "sm_86", "cu121 or cu130"]),
+    ("cu117", "H200", "fail", ["cu121 or cu130"]),
+    ("cu117", "A100-80GB", "pass", []),
+    ("cu121", "H100", "pass", []),
+    ("cu130", "H200", "pass", []),
+    ("cu117", None, None, []),           # GPU unknown: not judged
+    ("cpu", "H200", None, []),           # no GPU code in the profile
+])
+def test_gpu_arch_rule(profile, gpu_model, status, words):
+    findings = _job_rules.validate(_tiny(stack_profile=profile), cluster={"nodes": 1, "gpus_per_node": 8, "gpu_model": gpu_model})
+    found = [f for f in findings if f["check"].startswith("GPU architecture")]
+    if status is None:
+        assert found == []
+        return
+    assert [f["status"] for f in found] == [status]
+    assert found[0]["check"] == "GPU architecture on stack profile %s" % profile
+    assert found[0]["expected"].startswith("torch sm_")
+    for word in words:
+        assert word in found[0]["fix"], (word, found[0]["fix"])

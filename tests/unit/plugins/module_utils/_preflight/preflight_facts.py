@@ -44,6 +44,10 @@ def make_node(profile_name: str, hostname: str) -> Dict[str, Any]:
     python = {"cu117": "3.9.18", "cu121": "3.10.12", "cu130": "3.12.3", "cpu": "3.11.2"}[profile_name]
     torch_version = profile["torch"]["pip"].partition("==")[2] or "2.13.0"
     driver = profile["driver"]["install"] if gpu else None
+    if profile_name == "cu117":
+        # The profile installs 515.65.01, a branch past NVIDIA's end of life (driver.lifecycle warns,
+        # test_matrix.py); a clean cu117 site keeps a supported driver, here the H200 host's recorded one.
+        driver = "580.159.04"
     facts: Dict[str, Any] = {
         "hostname": hostname,
         "os": {"id": "ubuntu", "version_id": "22.04"},
@@ -129,6 +133,8 @@ def full_options(profile_name: str = "cu117") -> Dict[str, Any]:
         "min_free_gb": 100,
         "ssh_reachable": {node: True for node in NODES},
         "max_clock_offset_ms": 100,
+        # The driver lifecycle's date, fixed so that the tests do not age.
+        "today": "2026-12-01",
     }
 
 

@@ -92,7 +92,8 @@ DRIFT = [
     ("cuda-toolkit-update", "cu117", mutate(cuda__version="11.7.0", cuda__nvcc_version="11.7.64"), {"cuda", "nvcc"}),
     # 11.8 on one node: toolkit and driver floor both move (11.8 needs 520.61.05), nvcc 11.8
     # against torch 11.7 is still accepted by DeepSpeed.
-    ("cuda-toolkit-11.8", "cu117", mutate(cuda__version="11.8.0", cuda__nvcc_version="11.8.89"), {"cuda", "nvcc", "driver"}),
+    ("cuda-toolkit-11.8", "cu117", mutate(cuda__version="11.8.0", cuda__nvcc_version="11.8.89", driver__version="515.65.01",
+                                          fabric_manager__version="515.65.01"), {"cuda", "nvcc", "driver"}),
     ("cuda-missing", "cu117", mutate(cuda__version=None, cuda__source=None, cuda__nvcc_version=None), {"cuda", "nvcc"}),
     ("nvcc-12-vs-torch-13", "cu130", mutate(cuda__version="12.8", cuda__source="nvcc", cuda__nvcc_version="12.8.93"), {"cuda", "nvcc"}),
     ("cudnn-minor", "cu117", mutate(cudnn__version="8.5.0.96"), {"cudnn"}),
@@ -165,8 +166,10 @@ def test_drift_on_one_node_fails_that_node_and_component_only(case, profile_name
     # No false positive on the untouched nodes, and no stray warnings anywhere.
     assert [row for row in rows if row.node in ("node1", "node3") and row.status in (pf.FAIL, pf.WARN)] == []
     # The one warning a drift may add: the drifted node's CUDA release has no minimum-driver row
-    # (12.8, 11.6), which the driver check says instead of guessing a minimum.
-    stray = [row for row in by_status(rows, pf.WARN) if not (row.check == "driver.version" and "to CUDA_MIN_DRIVER" in row.fix)]
+    # (12.8, 11.6), which the driver check says instead of guessing a minimum; and a drifted node's
+    # driver on a branch past NVIDIA's end of life (driver.lifecycle).
+    stray = [row for row in by_status(rows, pf.WARN) if not (row.check == "driver.version" and "to CUDA_MIN_DRIVER" in row.fix)
+             and not (row.check == "driver.lifecycle" and row.node == "node2")]
     assert stray == []
 
 
@@ -356,8 +359,15 @@ def test_h200_fails_for_cu117_saying_why():
     rows = run({"gpu-host": h200_facts("0.17.5")}, "cu117", _h200_options())
     failed = {row.check: row for row in by_status(rows, pf.FAIL)}
     assert set(failed) == {"cuda.toolkit", "cudnn.system", "cudnn.torch", "nccl.system", "torch.version", "torch.cuda",
-                           "deepspeed.version", "python.version"}
-    assert {row.component for row in failed.values()} == {"cuda", "cudnn", "torch.cudnn", "nccl", "torch", "deepspeed", "python"}
+                           "deepspeed.version", "python.version", "gpu.arch"}
+    assert {row.component for row in failed.values()} == {"cuda", "cudnn", "torch.cudnn", "nccl", "torch", "deepspeed", "python",
+                                                          "gpu"}
+    # Hopper against the guide's stack: node, GPU, capability, the profile's arch list, the profiles that fit.
+    arch = failed["gpu.arch"]
+    assert arch.found == "NVIDIA H200 9.0"
+    assert arch.expected == "torch sm_37 sm_50 sm_60 sm_70 sm_75 sm_80 sm_86; toolkit builds 3.5 to 8.7"
+    assert arch.fix.startswith("gpu-host: stack profile cu117 cannot run on NVIDIA H200 (compute capability 9.0)")
+    assert arch.fix.endswith("set megatron_stack_profile to cu121 or cu130")
     # The driver is new enough for CUDA 11.7; nvcc and torch agree with each other.
     assert row_for(rows, "driver.version", "gpu-host").status == pf.PASS
     assert row_for(rows, "cuda.nvcc_vs_torch", "gpu-host").status == pf.PASS
@@ -395,7 +405,7 @@ def test_terminal_form_fits_160_columns_and_lists_failures_per_node():
     assert "python_env" in text and "1.13.0+cu117" in text
     # With -v every check has a pass line; 'all' where every node passed.
     verbose = _report.render([row.as_dict() for row in rows], "x", verbosity=1, width=160).splitlines()
-    assert "pass all driver (driver.version): 515.65.01" in verbose
+    assert "pass all driver (driver.version): 580.159.04" in verbose
     assert any(line.startswith("pass node1,node2 torch (torch.version): ") for line in verbose)
 
 

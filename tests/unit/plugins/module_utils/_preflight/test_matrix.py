@@ -328,3 +328,87 @@ def test_files_row_states(files, status, found):
         cluster["node1"]["deepspeed"]["files"] = files
     row = row_for(run(cluster, "cpu"), "deepspeed.files", "node1")
     assert (row.status, row.found) == (status, found)
+
+
+# ---------------------------------------------------------------------------------------
+# GPU architecture against the profile (gpu.arch) and the driver's lifecycle (driver.lifecycle)
+# ---------------------------------------------------------------------------------------
+def _gpus(cluster, name, capability=None, model=True):
+    for facts in cluster.values():
+        for gpu in facts["gpus"]["list"]:
+            gpu["name"] = name
+            gpu["compute_capability"] = capability
+        facts["gpus"]["model"] = name if model else None
+        facts["gpus"]["compute_capability"] = capability
+
+
+@pytest.mark.parametrize("profile_name, name, capability, status, fix_words", [
+    ("cu117", "NVIDIA H100 80GB HBM3", "9.0", pf.FAIL, ["node1: stack profile cu117 cannot run on NVIDIA H100 80GB HBM3",
+                                                        "compute capability 9.0", "cu121 or cu130"]),
+    ("cu117", "NVIDIA H200", None, pf.FAIL, ["sm_86", "3.5 to 8.7", "cu121 or cu130"]),  # capability from the name
+    ("cu117", "NVIDIA A100-SXM4-80GB", None, pf.PASS, []),
+    ("cu117", "NVIDIA A100-SXM4-80GB", "8.0", pf.PASS, []),
+    ("cu121", "NVIDIA H100 80GB HBM3", "9.0", pf.PASS, []),
+    ("cu130", "NVIDIA H200", "9.0", pf.PASS, []),
+    ("cu130", "Tesla V100-SXM2-32GB", None, pf.FAIL, ["CUDA toolkit builds", "7.5 to 12.0", "cu117 or cu121"]),
+    ("cu117", "NVIDIA Future GPU", None, pf.WARN, ["GPU_CAPABILITY"]),
+    ("cpu", "NVIDIA H200", "9.0", pf.SKIP, []),
+])
+def test_gpu_arch_row(profile_name, name, capability, status, fix_words):
+    cluster = make_cluster(profile_name)
+    if profile_name != "cpu":
+        _gpus(cluster, name, capability)
+    row = row_for(run(cluster, profile_name), "gpu.arch", "node1")
+    assert row.status == status, row
+    for word in fix_words:
+        assert word in row.fix, (word, row.fix)
+    if status in (pf.FAIL, pf.PASS):
+        assert name in row.found and row.expected.startswith("torch sm_")
+
+
+def test_gpu_arch_row_judges_each_capability_of_a_mixed_node():
+    cluster = make_cluster("cu117")
+    facts = cluster["node1"]
+    facts["gpus"]["list"][0].update(name="NVIDIA H100 80GB HBM3", compute_capability="9.0")
+    facts["gpus"]["model"] = None
+    row = row_for(run(cluster), "gpu.arch", "node1")
+    assert row.status == pf.FAIL
+    assert row.found == "NVIDIA A100-SXM4-80GB 8.0, NVIDIA H100 80GB HBM3 9.0"
+    assert "cannot run on NVIDIA H100 80GB HBM3" in row.fix and "A100" not in row.fix
+
+
+@pytest.mark.parametrize("profile_name, driver, today, status, words", [
+    # The guide's driver: R515, long past end of life; the upgrade meets CUDA 11.7's minimum.
+    ("cu117", "515.65.01", "2026-12-01", pf.WARN, ["R580 (long-term support, end of life 2028-06)", "515.65.01, still holds"]),
+    ("cu117", "535.261.03", "2026-07-01", pf.WARN, ["R580"]),      # R535 reached end of life in June 2026
+    ("cu117", "535.261.03", "2026-06-30", pf.PASS, []),
+    ("cu117", "535.261.03", "2025-01-01", pf.PASS, []),
+    ("cu130", "580.159.04", "2026-12-01", pf.PASS, []),             # the H200 host's driver
+    ("cu130", "580.159.04", "2028-07-01", pf.WARN, ["R620"]),
+    ("cu121", "530.30.02", "2026-12-01", pf.SKIP, ["not in the driver lifecycle table"]),  # a new-feature branch
+    ("cu117", "515.65.01", "1 June 2026", pf.WARN, ["not YYYY-MM-DD"]),
+    ("cpu", None, "2026-12-01", pf.SKIP, []),
+])
+def test_driver_lifecycle_row_warns_never_fails(profile_name, driver, today, status, words):
+    cluster = make_cluster(profile_name)
+    if driver:
+        for facts in cluster.values():
+            facts["driver"]["version"] = driver
+            facts["fabric_manager"]["version"] = driver
+    options = dict(full_options(profile_name), today=today)
+    row = row_for(run(cluster, profile_name, options), "driver.lifecycle", "node1")
+    assert row.status == status, row
+    for word in words:
+        assert word in row.fix, (word, row.fix)
+    # Only the lifecycle row speaks of it: the minimum-driver gate is unchanged.
+    assert row_for(run(cluster, profile_name, options), "driver.version", "node1").status in (pf.PASS, pf.SKIP)
+
+
+def test_driver_lifecycle_defaults_to_today():
+    options = full_options()
+    del options["today"]
+    cluster = make_cluster()
+    for facts in cluster.values():
+        facts["driver"]["version"] = facts["fabric_manager"]["version"] = "515.65.01"
+    row = row_for(run(cluster, "cu117", options), "driver.lifecycle", "node1")
+    assert row.status == pf.WARN and row.expected.startswith("a branch NVIDIA still supports on ")
