@@ -726,7 +726,6 @@ def _check_upstream_asserts(job: JobInput, facts: Facts, add: Add) -> None:
         add(refusal)
 
 
-
 # Lines of megatron/microbatches.py's RampupBatchsizeNumMicroBatches and of megatron/training.py's
 # uses of the intervals, per era: 4efb479d (HEAD) and 9446eaac (before_rebase).
 RAMPUP_LINES = {"head": {"format": 21, "start": 104, "diff": 110, "increment": 111, "divisible": 113,
@@ -780,8 +779,8 @@ def _check_rampup(job: JobInput, facts: Facts, add: Add) -> None:
         add(finding("--rampup-batch-size accepted", "fail", "batch", shown, "start > 0, increment > 0, start < "
                     "global, (global - start) a multiple of increment",
                     "Megatron-DeepSpeed's microbatch calculator asserts %s (megatron/%s at %s); fix "
-                    "--rampup-batch-size in %s" % (refusal[0], refusal[1],
-                                                  "9446eaac" if job.era == "before_rebase" else "4efb479d", where)))
+                    "--rampup-batch-size in %s" % (
+                        refusal[0], refusal[1], "9446eaac" if job.era == "before_rebase" else "4efb479d", where)))
         return
     unit = (facts.micro or 0) * (facts.dp or 0)
     if not unit:

@@ -5,12 +5,17 @@
 each beside a legal neighbour. The default spec: global batch 512, micro 1, DP 8 (micro x DP 8)."""
 from __future__ import annotations
 
+import shlex
 from typing import Any, Dict, List
 
 import pytest
 
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import inputs as _job_inputs
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import rules as _job_rules
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import schema as _job_schema
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import script as _job_script
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import spec as _job_spec
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._mds import args as _mds_args
 
 CLUSTER = {"nodes": 8, "gpus_per_node": 8, "gpu_memory_mib": 81920}
 HEAD_DS = "0.19.6"
@@ -43,17 +48,40 @@ CASES = [
      "ramp-up start batch divisible by micro x DP", "fail", "microbatches.py:137"),
     ("increment not a multiple of micro x DP", samples("16", "4", "10000"), HEAD_DS,
      "ramp-up increment divisible by micro x DP", "warn", "stops the job when the run reaches it"),
-    ("eval interval 0", {"eval_interval": 0}, HEAD_DS, "--eval-interval > 0", "fail", "training.py:1558"),
-    ("eval interval 1", {"eval_interval": 1}, HEAD_DS, "--eval-interval > 0", None, ""),
-    ("log interval 0", {"log_interval": 0}, HEAD_DS, "--log-interval > 0", "fail", "megatron_job_log_interval"),
-    ("log interval 0 before_rebase", {"log_interval": 0}, OLD_DS, "--log-interval > 0", "fail", "training.py:901"),
+    # A spec's intervals are bounded by the schema (test_spec_intervals_stop_at_the_schema); a
+    # train.sh's reach the rule.
+    ("eval interval 0", {"script": ["--eval-interval", "0"]}, HEAD_DS, "--eval-interval > 0", "fail", "training.py:1558"),
+    ("eval interval 1", {"script": ["--eval-interval", "1"]}, HEAD_DS, "--eval-interval > 0", None, ""),
+    ("log interval 0", {"script": ["--log-interval", "0"]}, HEAD_DS, "--log-interval > 0", "fail", "--log-interval"),
+    ("log interval 0 before_rebase", {"script": ["--log-interval", "0"]}, OLD_DS, "--log-interval > 0", "fail",
+     "training.py:901"),
     ("save interval 0 is legal", {"extra_args": ["--save-interval", "0"]}, HEAD_DS, "--save-interval > 0", None, ""),
 ]
 
 
+def _script_findings(flags: List[str], version: str) -> List[Dict[str, str]]:
+    """The findings for a train.sh that passes the default job's arguments, then ``flags``
+    (argparse keeps the last occurrence)."""
+    era = _mds_args.era_for_deepspeed(version)
+    args, _dropped = _job_inputs.judged_arguments(_job_spec.normalize({}), version)
+    text = " ".join(shlex.quote(word) for word in ["deepspeed", "--num_gpus", "8", "pretrain_gpt.py"] + args + flags)
+    parsed = _job_script.parse_train_script(text, era=era)
+    return _job_rules.validate(parsed["spec"], None, dict(CLUSTER), None, version, script=parsed)
+
+
+@pytest.mark.parametrize("key", ["eval_interval", "log_interval", "save_interval"])
+def test_spec_intervals_stop_at_the_schema(key: str) -> None:
+    """A spec's interval of 0 is refused when the spec is read, naming the variable."""
+    with pytest.raises(_job_schema.JobError, match="megatron_job_%s: found 0" % key):
+        _job_spec.normalize({key: 0})
+
+
 @pytest.mark.parametrize("over,version,check,status,words", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_static_rule(over, version, check, status, words):
-    findings: List[Dict[str, str]] = _job_rules.validate(_job_spec.normalize(over), None, dict(CLUSTER), None, version)
+    if "script" in over:
+        findings = _script_findings(over["script"], version)
+    else:
+        findings = _job_rules.validate(_job_spec.normalize(over), None, dict(CLUSTER), None, version)
     matches = [f for f in findings if f["check"] == check]
     if status is None:
         assert not matches, matches
