@@ -21,6 +21,7 @@ from .args import DROPPED_IS_ERROR, SPEC_ARGS, SPEC_FLAG_KEYS, PRECISION_FLAGS
 from .inputs import JobInput, last_value
 from .inputs import read as read_input
 from .findings import finding
+from .hops import hop_findings
 from .memory import check_memory
 from .model import default_ffn_hidden_size, is_llama
 from .rules_features import (
@@ -152,6 +153,7 @@ def judge(job: JobInput) -> List[Dict[str, str]]:
     check_flash_attn(job, add)
     check_bias_gelu_fusion(job, add)
     _check_memory(job, derived, micro, global_batch, zero, checkpointing, add)
+    findings.extend(hop_findings(job.spec, job.deepspeed_version))  # what each value may hold where it travels (hops.HOPS)
     return findings
 
 
