@@ -135,6 +135,8 @@ def _node_name(text: str, quotes: bool) -> Optional[str]:
         return None
     if not text:
         return ""
+    if not text[0].isalnum() and not CONTROL.match(text[0]):
+        return text[0]
     return _first(CONTROL, text) or _first(re.compile(r"[^A-Za-z0-9._-]"), text) or text[0]
 
 
