@@ -234,7 +234,8 @@ def _words(key: str, value: Any) -> Iterator[Tuple[Optional[str], str]]:
         for item in value:
             yield None, str(item)
     elif key == "data_path":
-        for word in str(value).split(" "):
+        # Whitespace separates Megatron's prefixes (and weights); normalize splits on it too.
+        for word in str(value).split():
             yield None, word
     else:
         yield None, str(value)
