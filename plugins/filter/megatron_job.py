@@ -15,6 +15,9 @@ that turns the package's JobError into AnsibleFilterError.
 * ``hostfile_lines(hosts, slots)``, ``deepspeed_env_file_supported(profile)``.
 * ``renamed_variables(hostvars[host])``: one line per renamed variable the host still sets
   (plugin_utils/_renamed.py), for inventory_check.yml and the roles that took the names over.
+* ``shell_quote(value)``, ``systemd_quote(value)``: a value as one bash word or one systemd
+  ExecStart word, refusing control characters (``_job.hops``, the one table of what each hop
+  carries); ``hop_refusals(nccl_env, {host: address}, profile)``: what inventory_check.yml refuses.
 * ``sbatch_options(spec, job_name, output, ...)``, ``srun_args(spec)``, ``slurm_launch_summary(spec)``,
   ``slurm_rank_command(python, script)``: the slurm launch backend's sbatch script (``_job.sbatch``).
 """
@@ -26,6 +29,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import args as _job_args
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import files as _job_files
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import hops as _job_hops
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import sbatch as _job_sbatch
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import spec as _job_spec
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._stack import profiles as _stack_profiles
@@ -55,6 +59,9 @@ _OTHER_FILTERS: Dict[str, Callable[..., Any]] = {
     "deepspeed_env_file_supported": _job_files.deepspeed_env_file_supported,
     "slurm_rank_command": _job_sbatch.rank_command,
     "renamed_variables": _renamed.still_set,
+    "shell_quote": _job_hops.shell_quote,
+    "systemd_quote": _job_hops.systemd_quote,
+    "hop_refusals": _job_hops.inventory_refusals,
 }
 
 

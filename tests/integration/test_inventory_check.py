@@ -52,7 +52,19 @@ def _run(tmp_path: pathlib.Path, node_vars: Dict[str, Dict[str, Any]]) -> subpro
     ({"node1": {"megatron_scheduler": "pbs"}, "node2": {}}, 2, "megatron_scheduler is 'pbs', expected none"),
     ({"node1": {}, "node2": {"megatron_launch_data_input": "/c.jsonl", "megatron_launch_data_stage": "never"}}, 2,
      "node2: megatron_launch_data_input is now megatron_data_input; megatron_launch_data_stage is now megatron_data_stage"),
-], ids=["same profile", "default profile", "profiles differ", "unknown profile", "unknown scheduler", "renamed variables"])
+    # Values that reach a shell (issue 39): refused before any host changes, naming value, character and hop.
+    ({"node1": {"megatron_stack_profile": "cu117", "nccl_env": {"NCCL_SOCKET_IFNAME": "eth0;touch x"}},
+      "node2": {"megatron_stack_profile": "cu117"}}, 2,
+     "nccl_env.NCCL_SOCKET_IFNAME = 'eth0;touch x' holds ';', which the pdsh command line that DeepSpeed builds"),
+    ({"node1": {"megatron_stack_profile": "cpu", "nccl_env": {"NCCL_DEBUG": "$(id)"}},
+      "node2": {"megatron_stack_profile": "cpu"}}, 2, "nccl_env.NCCL_DEBUG = '$(id)' holds '$'"),
+    ({"node1": {"megatron_stack_profile": "cpu", "nccl_env": {"NCCL_SOCKET_IFNAME": "^lo,docker0", "NCCL_DEBUG": "it's"}},
+      "node2": {"megatron_stack_profile": "cpu"}}, 0, ""),
+    ({"node1": {}, "node2": {"megatron_job_node_address": "-oProxyCommand=touch"}}, 2,
+     "node node2: megatron_job_node_address (or its ssh name) '-oProxyCommand=touch' holds '-'"),
+], ids=["same profile", "default profile", "profiles differ", "unknown profile", "unknown scheduler", "renamed variables",
+        "nccl_env shell characters on DeepSpeed 0.9.2", "nccl_env substitution", "nccl_env legal values",
+        "node address read as an ssh option"])
 def test_inventory_check(tmp_path: pathlib.Path, node_vars: Dict[str, Dict[str, Any]], rc: int, words: str) -> None:
     result = _run(tmp_path, node_vars)
     output = result.stdout + result.stderr

@@ -15,28 +15,21 @@ import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .._stack import profiles as _stack_profiles
+from . import hops as _hops
 from .args import ProfileArg, _prepare, ds_config, launch_args, train_arg_groups
 from .schema import JobError
 from .spec import summary
 
-# DeepSpeed's pdsh runner puts .deepspeed_env values into `export K=V;` on the remote shell.
-# DS 0.15.2 (PR #5878) began wrapping every value in double quotes, DS 0.16.5 (PR #7071) only
-# values with characters outside this class. Before 0.15.2 (0.9.2 included) values go in raw.
-DS_ENV_SAFE_VALUE = re.compile(r"^[\w@%+=:,./-]*$")
-DS_ENV_QUOTING_SINCE = "0.15.2"
-# Inside the double quotes the remote shell still expands these, so they are never written.
-_DS_ENV_SHELL_ACTIVE = re.compile(r'["`$\\\n\r\x00]')
+# What a .deepspeed_env value and a node's name may hold is the rule of their hop (hops.HOPS:
+# "deepspeed_env", "hostfile"); these names stay for the modules that read them from here.
+DS_ENV_SAFE_VALUE = _hops.DS_ENV_SAFE
+DS_ENV_QUOTING_SINCE = _hops.DS_ENV_QUOTING_SINCE
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # DS_ENV_FILE (an absolute .deepspeed_env path) is honoured from DS 0.10.1 (PR #4006). Older
 # DeepSpeed reads only ~/.deepspeed_env and ./.deepspeed_env (the launcher's cwd).
 DS_ENV_FILE_SINCE = "0.10.1"
 # The PATH every rank gets after the venv's (and CUDA's) bin.
 SYSTEM_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
-
-# pdsh takes the hosts as `-w a,b,c` and DeepSpeed's include/exclude syntax uses @ and :, so a
-# name with one of these characters cannot be launched even though the hostfile parses.
-_BAD_HOST_CHARS = re.compile(r"[\s,@:#]")
-
 
 # The variable megatron_ds_fused_ops.pth looks for (roles/python_env/files/fused_ops).
 FUSED_OPS_ENV = "MEGATRON_DS_FUSED_OPS"
@@ -107,13 +100,14 @@ def _env_lines(env: Mapping[str, str], prof: Mapping[str, Any]) -> List[str]:
                 "%s: value %r has leading or trailing whitespace, which DeepSpeed strips; "
                 "remove it" % (where, value)
             )
-        if _DS_ENV_SHELL_ACTIVE.search(value):
+        bad = _hops.refusal("deepspeed_env", value, quotes=True)
+        if bad is not None:
             raise JobError(
-                "%s: value %r contains a newline, '\"', '`', '$' or '\\'; the DeepSpeed launcher "
-                "hands the value to a remote shell, which would expand or break on it. Write "
-                "the final value literally" % (where, value)
+                "%s: value %r contains a newline, '\"', '`', '$' or '\\' (here %s; control characters "
+                "too); the DeepSpeed launcher hands the value to a remote shell, which would expand or "
+                "break on it. Write the final value literally" % (where, value, _hops.printable(bad))
             )
-        if not quotes and not DS_ENV_SAFE_VALUE.match(value):
+        if _hops.refusal("deepspeed_env", value, quotes) is not None:
             raise JobError(
                 "%s: value %r contains spaces or shell characters. DeepSpeed %s (stack profile "
                 "%s) writes .deepspeed_env values unquoted into the pdsh 'export' line "
@@ -150,11 +144,11 @@ def hostfile_lines(hosts: Sequence[str], slots: Any) -> List[str]:
     lines = []
     for index, host in enumerate(hosts):
         name = str(host).strip()
-        if not name or _BAD_HOST_CHARS.search(name):
+        if _hops.refusal("hostfile", name) is not None:
             raise JobError(
-                "hostfile: node address %r cannot be used (empty, or contains whitespace, ',', "
-                "'@', ':' or '#', which DeepSpeed's hostfile or pdsh -w cannot carry); set "
-                "megatron_job_node_address for that host to its ssh name" % (host,)
+                "hostfile: node address %r cannot be used (%s may hold only %s); set "
+                "megatron_job_node_address for that host to its ssh name"
+                % (host, _hops.HOPS["hostfile"].where, _hops.HOPS["hostfile"].allowed)
             )
         if name in seen:
             raise JobError(
@@ -176,13 +170,15 @@ def contents(spec: Mapping[str, Any], profile: ProfileArg, hosts: Sequence[str])
     """
     job, prof = _prepare(spec, profile)
     env = deepspeed_env(job, prof)
+    env_lines = _env_lines(env, prof)  # its own messages for the deepspeed_env hop
+    _hops.refuse_spec(job)  # the rule validate.yml reports (hop_findings), as the renderers' gate
     return {
         "summary": summary(job),
         "ds_config": ds_config(job, prof),
         "launch_args": launch_args(job),
         "train_arg_groups": train_arg_groups(job, prof),
         "deepspeed_env": env,
-        "deepspeed_env_lines": _env_lines(env, prof),
+        "deepspeed_env_lines": env_lines,
         "deepspeed_env_file_supported": deepspeed_env_file_supported(prof),
         "hostfile_lines": hostfile_lines(hosts, job["gpus_per_node"]),
     }

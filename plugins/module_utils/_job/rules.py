@@ -21,6 +21,7 @@ from .args import DROPPED_IS_ERROR, SPEC_ARGS, SPEC_FLAG_KEYS, PRECISION_FLAGS
 from .inputs import JobInput, last_value
 from .inputs import read as read_input
 from .findings import finding
+from .hops import hop_findings
 from .memory import check_memory
 from .model import default_ffn_hidden_size, is_llama
 from .rules_features import (
@@ -817,6 +818,14 @@ def _check_intervals(job: JobInput, facts: Facts, add: Add) -> None:
                                  flag if job.from_script else PREFIX + key)))
 
 
+def _check_hops(job: JobInput, facts: Facts, add: Add) -> None:
+    """What each value may hold where it travels: train.sh, the sbatch script, the pdsh command
+    line DeepSpeed builds for every node, .deepspeed_env, the hostfile (hops.HOPS)."""
+    del facts
+    for item in hop_findings(job.spec, job.deepspeed_version):
+        add(item)
+
+
 def _check_gpu_arch(job: JobInput, facts: Facts, add: Add) -> None:
     """The cluster's GPU against the architectures the stack profile's torch and toolkit carry
     (_stack/gpu_arch): the guide's cu117 has no Hopper code. Judged only where the GPU is known."""
@@ -859,4 +868,5 @@ RULES: Tuple[Callable[[JobInput, Facts, Add], None], ...] = (
     _check_rampup,
     _check_intervals,
     _check_gpu_arch,
+    _check_hops,
 )

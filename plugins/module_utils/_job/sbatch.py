@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
+from . import hops as _hops
 from .schema import JobError
 from .spec import derive, normalize
 
@@ -35,7 +36,8 @@ SIGNAL_MAX_SECONDS = 65535
 # so the warning must leave at least that much before the limit for the save itself.
 SIGNAL_RESOLUTION = 60
 _TIME_RE = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# \Z, not $: '$' also matches before a final newline, which would end the #SBATCH line.
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 _UNLIMITED = ("", "unlimited", "infinite")
 
 # The per-rank environment, from srun's own variables. LOCAL_SIZE is what the burn-in reads to
@@ -106,6 +108,12 @@ def sbatch_options(spec: Mapping[str, Any], job_name: str, output: str, partitio
     name = str(job_name or "")
     _check_name("job name", name, "megatron_job_name")
     _check_name("partition", str(partition or ""), "megatron_launch_slurm_partition")
+    bad = _hops.refusal("sbatch_option", output)
+    if bad is not None:
+        raise JobError("slurm output %r holds %s, which %s cannot carry (%s); set megatron_launch_slurm_log_file, "
+                       "or megatron_job_workdir that its default is built from, without it"
+                       % (output, _hops.printable(bad), _hops.HOPS["sbatch_option"].where,
+                          _hops.HOPS["sbatch_option"].allowed))
     if "%j" not in str(output):
         raise JobError("slurm output %r has no %%j: two jobs (or a requeued one) would share one log; keep %%j in "
                        "megatron_launch_slurm_log_file" % output)
@@ -147,7 +155,7 @@ def sbatch_options(spec: Mapping[str, Any], job_name: str, output: str, partitio
     options += ["--output=%s" % output, "--open-mode=append"]
     for option in extra:
         text = str(option)
-        if not text.startswith("--") or "\n" in text:
+        if not text.startswith("--") or _hops.refusal("script", text) is not None:
             raise JobError("megatron_launch_slurm_extra_options item %r: expected one long sbatch option such as "
                            "--account=ml" % text)
         options.append(text)
