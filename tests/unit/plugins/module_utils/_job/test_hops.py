@@ -235,7 +235,13 @@ def test_a_hostile_value_is_refused_or_carried_intact(field, value, profile, pds
         pytest.skip("Megatron-DeepSpeed before_rebase (cu117) has no --tokenizer-model")
     overrides, variables = FIELDS[field]
     job = spec(stack_profile=profile, **overrides(value))
-    failures = _hop_failures(job, profile)
+    try:
+        failures = _hop_failures(job, profile)
+    except JobError as exc:
+        # Refused earlier still, when the spec is read (the schema: a dataset prefix cannot hold
+        # whitespace, as upstream reads --data-path as weight-prefix words), naming the variable.
+        assert any(v in str(exc) for v in variables) and "whitespace" in str(exc), exc
+        return
     if failures:
         for failed in failures:
             named = [v for v in variables if v in failed["found"] or v in failed["fix"]]
@@ -265,7 +271,8 @@ def test_a_refusal_names_variable_character_and_hop(field, value, variable, char
 
 
 @pytest.mark.parametrize("overrides, profile", [
-    (dict(workdir="/opt/megatron/jobs/sim job", data_path="0.7 /shared/data/my corpus 0.3 /shared/b"), "cu130"),
+    # A dataset prefix with a space is refused by the schema (upstream reads --data-path as words).
+    (dict(workdir="/opt/megatron/jobs/sim job", data_path="0.7 /shared/data/my_corpus 0.3 /shared/b"), "cu130"),
     (dict(name="bob's-run", workdir="/opt/jobs/bob", checkpoint_dir="/shared/ckpt/bob",
           tensorboard_dir="/shared/tb/bob", vocab_file="/shared/my data/vocab.json"), "cu130"),
     (dict(nccl_env={"NCCL_SOCKET_IFNAME": "^lo,docker0", "NCCL_TOPO_FILE": "/etc/nccl/bob's topo.xml"}), "cu130"),
