@@ -329,6 +329,12 @@ def plan(spec: Mapping[str, Any], nodes: int, gpus_per_node: int, gpu_memory_mib
     base = dict(spec, gpus_per_node=gpus_per_node)
     layouts: List[Dict[str, Any]] = []
     rejected: Dict[str, int] = {}
+    # Per failing check, how many judged layouts it refused and its first finding (its fix): a
+    # check that refused every judged layout is what the job must change, named first when
+    # nothing is ranked (refusal()).
+    judged = 0
+    refusing: Dict[str, int] = {}
+    findings_of: Dict[str, Dict[str, str]] = {}
     parity_rules = set(_job_parity.rules())
     for layout in enumerate_layouts(base, nodes, gpus_per_node, keep):
         try:
@@ -347,6 +353,10 @@ def plan(spec: Mapping[str, Any], nodes: int, gpus_per_node: int, gpu_memory_mib
         findings = _job_rules.validate(job, None, cluster, None, deepspeed_version)
         failed = [f for f in findings if f["status"] == "fail"
                   or (f["check"] in parity_rules and f["status"] == "warn")]
+        judged += 1
+        for check in sorted({f["check"] for f in failed}):
+            refusing[check] = refusing.get(check, 0) + 1
+            findings_of.setdefault(check, next(f for f in failed if f["check"] == check))
         if failed:
             reason = failed[0]["check"]
             rejected[reason] = rejected.get(reason, 0) + 1
@@ -378,7 +388,33 @@ def plan(spec: Mapping[str, Any], nodes: int, gpus_per_node: int, gpu_memory_mib
     # parameter gathers at DP 1, and ZeRO-3 measured 7% slower than ZeRO-1 on two H200s
     # (docs/benchmarks.md, g2-dp2-z3-m16 against g2-dp2-z1-m16).
     layouts.sort(key=lambda row: (not row["fits"], -row["tokens_per_s"], row["zero"] == 3, row["memory_gib"]))
-    return {"layouts": layouts, "rejected": rejected, "hardware": hw}
+    refused_by = [dict(findings_of[check], layouts=count) for check, count in sorted(refusing.items())
+                  if count == judged]
+    return {"layouts": layouts, "rejected": rejected, "hardware": hw, "judged": judged, "refused_by": refused_by}
+
+
+def refusal(result: Mapping[str, Any], nodes: int, gpus_per_node: int) -> Optional[str]:
+    """The first line of a plan that ranks nothing: the checks that refused every layout the rules
+    judged, each with its finding and fix (the job must change that, not the cluster); else the
+    reasons that refused the most; else, when layouts were valid but none within MEMORY_MARGIN,
+    the memory. None when a layout fits."""
+    if any(row["fits"] for row in result["layouts"]):
+        return None
+    where = "%d node(s) x %d GPUs" % (nodes, gpus_per_node)
+    memory = "no layout of %s fits within %d%% of the GPU memory" % (where, int(100 * MEMORY_MARGIN))
+    if result["layouts"]:
+        return memory
+    blocking = [f for f in result.get("refused_by") or [] if f["check"] != "memory per GPU"]
+    if blocking:
+        return "no layout of %s passes the job rules: %s" % (where, "; ".join(
+            "'%s' refused all %d layout(s) the rules judged (found %s, expected %s): %s" % (
+                f["check"], f["layouts"], f["found"], f["expected"], f["fix"] or "see validate.yml")
+            for f in blocking))
+    if result.get("refused_by"):
+        return memory
+    top = sorted(result["rejected"].items(), key=lambda kv: -kv[1])[:3]
+    return "no layout of %s passes the job rules; most refused by: %s" % (
+        where, ", ".join("%s (%d)" % kv for kv in top) or "nothing was enumerated")
 
 
 def best_layout(spec: Mapping[str, Any], nodes: int, gpus_per_node: int,

@@ -5,6 +5,7 @@
 (bench/gpu/h200_grid.json), hand-computed cases, and the planner's ranking."""
 import importlib.util
 import json
+import re
 import os
 
 import pytest
@@ -407,3 +408,26 @@ def test_the_plan_writes_its_prediction_for_status():
     assert predicted["tokens_per_gpu_per_s"] == pytest.approx(row["tokens_per_s"], abs=0.1)
     assert predicted["model_error"] == [-0.08, 0.10] and predicted["layout"] == _job_plan.describe(row)
     assert _job_plan.prediction(row, 1, "H100")["model_error"] is None
+
+
+@pytest.mark.parametrize("extra, memory_mib, first", [
+    # grouped-query attention on the head era: one rule refuses every layout; it is named, with its fix
+    ({"model_preset": "llama", "num_key_value_heads": 4}, None,
+     r"^no layout of 1 node\(s\) x 2 GPUs passes the job rules: 'grouped-query attention' refused all \d+ "
+     r"layout\(s\).*found 4 key/value heads for 16 heads.*set megatron_job_num_key_value_heads: null"),
+    # heads that the key/value heads do not divide: another rule, named the same way
+    ({"model_preset": "llama", "num_key_value_heads": 5}, None,
+     r"^no layout .* passes the job rules: 'num_attention_heads % num_key_value_heads == 0' refused all"),
+    # nothing fits in the memory: the memory, as before
+    ({"model_preset": "gpt"}, 4096, r"^no layout of 1 node\(s\) x 2 GPUs fits within 90% of the GPU memory$"),
+    # a layout fits: no refusal
+    ({"model_preset": "gpt"}, None, None),
+])
+def test_a_plan_that_ranks_nothing_names_the_rule_first(extra, memory_mib, first):
+    spec = dict(GPT_123B, global_batch_size=128, **extra)
+    result = _job_plan.plan(spec, 1, 2, gpu="H200", gpu_memory_mib=memory_mib, padded_vocab_size=8192)
+    line = _job_plan.refusal(result, 1, 2)
+    if first is None:
+        assert line is None
+    else:
+        assert re.match(first, line), line
