@@ -431,3 +431,43 @@ def test_a_plan_that_ranks_nothing_names_the_rule_first(extra, memory_mib, first
         assert line is None
     else:
         assert re.match(first, line), line
+
+
+def test_zero2_pays_its_per_micro_batch_reductions_even_at_dp1():
+    """DeepSpeed's ZeRO-2 reduces after every micro batch, ZeRO-1 after the last one of the step
+    (stage_1_and_2.py:1777-1779): at DP 1 that is (accumulation - 1) x 12 bytes per parameter of
+    bucket copies, and nothing else differs."""
+    spec = _job_spec.normalize(dict(GPT_123B, model_preset="gpt", global_batch_size=64, micro_batch_size=16))
+    derived = dict(_job_spec.derive(spec, 1, 1), padded_vocab_size=8192)
+    hw = _job_plan.hardware("H200")
+    one = _job_plan.step_time(dict(spec, zero_stage=1), derived, hw, False, 1, 1)
+    two = _job_plan.step_time(dict(spec, zero_stage=2), derived, hw, False, 1, 1)
+    params = _job_memory.estimate_memory(spec, derived, {"stage": 1})["params_per_gpu"]
+    assert derived["gradient_accumulation_steps"] == 4
+    assert two["total"] - one["total"] == pytest.approx(3 * 12.0 * params / (4800e9 * 0.8))
+    assert two["dp"] == one["dp"] == 0.0
+    assert {k: v for k, v in two.items() if k not in ("step", "total")} == \
+        {k: v for k, v in one.items() if k not in ("step", "total")}
+
+
+@pytest.mark.parametrize("global_batch", [64, 16])   # accumulation 4 at micro 16, and micro batches of one step
+def test_zero1_and_zero2_at_dp1_are_ranked_by_the_model_not_by_input_order(global_batch, monkeypatch):
+    import random
+    spec = dict(GPT_123B, model_preset="gpt", global_batch_size=global_batch, fused_ops=False)
+    candidates = list(_job_plan.enumerate_layouts(dict(spec, gpus_per_node=1), 1, 1))
+    orders = []
+    for seed in (1, 2, 3):
+        shuffled = list(candidates)
+        random.Random(seed).shuffle(shuffled)
+        monkeypatch.setattr(_job_plan, "enumerate_layouts", lambda *a, _s=shuffled, **k: iter(_s))
+        ranked = _job_plan.plan(spec, 1, 1, gpu="H200", padded_vocab_size=8192)["layouts"]
+        orders.append([_job_plan.describe(row) for row in ranked])
+        same = {row["zero"]: row for row in ranked if (row["micro"], row["recompute"]) == (16, False)}
+        assert set(same) >= {1, 2}
+        if global_batch == 64:   # accumulation 4: ZeRO-2's three extra reductions price it behind
+            assert same[2]["step_s"] > same[1]["step_s"]
+        else:                    # one micro batch a step: the same prediction, the lower stage first by rule
+            assert same[2]["step_s"] == same[1]["step_s"] and same[2]["memory_gib"] == same[1]["memory_gib"]
+        names = orders[-1]
+        assert names.index(_job_plan.describe(same[1])) < names.index(_job_plan.describe(same[2]))
+    assert orders[0] == orders[1] == orders[2]
