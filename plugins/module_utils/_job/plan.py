@@ -366,9 +366,9 @@ def plan(spec: Mapping[str, Any], nodes: int, gpus_per_node: int, gpu_memory_mib
             rejected[str(exc)] = rejected.get(str(exc), 0) + 1
             continue
         # A layout must train the same mathematics as the others (_job.parity): each way it departs
-        # from DP with ZeRO-1 was measured to agree, or is judged by a rule whose warning leaves it out
-        # (ZeRO-0 whose FP16_Optimizer starts Adam a step late; ZeRO-3 without weight decay). A job
-        # that asks for such a layout gets the rule as a warning.
+        # from DP with ZeRO-1 was measured to agree on a GPU. Unmeasured there (TP) or measured to
+        # differ (PP, ZeRO-0 in bf16, ZeRO-3 even at weight decay 0) leaves it out, with the reason;
+        # a job that asks for ZeRO-0 or ZeRO-3 still gets the validation rule's warning.
         why = _job_parity.unproven(layout)
         if why:
             rejected[why] = rejected.get(why, 0) + 1
