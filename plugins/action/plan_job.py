@@ -104,6 +104,7 @@ class ActionModule(ActionBase):
         result["table"] = lines
         result["hardware"] = planned["hardware"]
         result["rejected"] = planned["rejected"]
+        result["refused_by"] = planned["refused_by"]
         result["layouts"] = [{k: v for k, v in row.items() if k != "spec"} for row in planned["layouts"][:args["limit"]]]
         result["nodes"] = nodes
         result["nodes_from"] = nodes_from
@@ -114,8 +115,8 @@ class ActionModule(ActionBase):
         result["changed"] = False
         if chosen is None:
             result["failed"] = True
-            result["msg"] = "no layout of %d node(s) x %d GPUs fits within %d%% of the GPU memory:\n%s" % (
-                nodes, gpus, int(100 * _job_plan.MEMORY_MARGIN), "\n".join(lines))
+            # The first line says why: the rule that refused every layout, with its fix, before the table.
+            result["msg"] = "%s:\n%s" % (_job_plan.refusal(planned, nodes, gpus), "\n".join(lines))
             return result
         chosen_vars = _job_plan.layout_vars(chosen)
         result["chosen"] = chosen_vars

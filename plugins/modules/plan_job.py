@@ -143,6 +143,13 @@ rejected:
   description: Layouts the job rules refused, counted by the first failing check.
   returned: always
   type: dict
+refused_by:
+  description:
+    - The checks that refused every layout the job rules judged, each a finding (check, status, found,
+      expected, fix) with the count of layouts; the failure message names them on its first line.
+  returned: always
+  type: list
+  elements: dict
 hardware:
   description: The figures the model used (peak_tflops, matmul_tflops, memory_mib, nvlink_busbw_gbps, internode_busbw_gbps).
   returned: always

@@ -23,7 +23,9 @@ The step-time model (per optimizer step, one pipeline stage, no overlap assumed)
             at the intra-node all-reduce bus bandwidth: time = bytes x 2(t-1)/t / busbw;
   DP        the gradient reduce (ZeRO 0-2: reduce-scatter + all-gather = one all-reduce of the
             16-bit gradients; ZeRO-3 1.5x for the parameter gathers) at the intra-node bus
-            bandwidth when the DP group fits in a node, else the inter-node one;
+            bandwidth when the DP group fits in a node, else the inter-node one; ZeRO-2 reduces
+            after every micro batch (ZeRO-1 after the last): (accumulation - 1) more bucket
+            copies on HBM, and reduce-scatters when DP > 1 (ZERO2_GRAD_BYTES_PER_PARAM);
   bubble    the 1F1B schedule takes (m + PP - 1) micro-batch slots for m micro batches;
   other     a host launch floor per micro batch and layer, and a per-step cost per parameter
             (the optimizer step), both fitted on H200.
@@ -139,6 +141,19 @@ FUSED_OPS_FACTOR = {"gpt": 0.968, "llama": 0.838}
 # ZeRO-3 against ZeRO-1 at DP 2, micro 16, two H200s (g2-dp2-z3-m16 against g2-dp2-z1-m16):
 # 6.1% more time per iteration, which the gathers alone (priced in the DP part) do not explain.
 ZERO3_HOOK_FRACTION = 0.061
+# ZeRO-2 against ZeRO-1 (DeepSpeed 0.19.6, deepspeed/runtime/zero/stage_1_and_2.py): ZeRO-2 reduces
+# the gradients after every micro batch, ZeRO-1 only after the last one of the step
+# (reduce_ready_partitions_and_remove_grads, :1777-1779: `partition_gradients or
+# is_gradient_accumulation_boundary()`). Each reduction, also at DP 1, copies every 16-bit gradient
+# into the contiguous bucket (:1240-1242), divides it by the DP size in place (:1446, a kernel even
+# when that is 1) and copies it back into the partition's gradient buffer (:1752-1761 and
+# copy_grads_in_partition, :1694-1696): read and write 2 bytes three times, 12 bytes per parameter.
+# So ZeRO-2 adds (accumulation - 1) x 12 bytes per parameter of HBM traffic per step and, at DP > 1,
+# (accumulation - 1) reduce-scatters of the 16-bit gradients. Counted, not fitted: at DP 1 it is
+# 0.5% of the 1.23B GPT's step on an H200 (g1-m16-z2 measured 0.1% slower than g1-m16-b, 0.8%
+# faster than g1-m16, whose two ZeRO-1 runs differ by 0.9%: below the noise of one run); at DP 2
+# g2-dp2-z2-m16 and -m32 measured 1.4% and 1.0% slower than their ZeRO-1 rows.
+ZERO2_GRAD_BYTES_PER_PARAM = 12.0
 MEMORY_MARGIN = _job_memory.MEMORY_WARN_FRACTION
 MICRO_CHOICES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
 # Judging one candidate layout (normalize, every rule, the memory estimate) took about 2.5 ms on the
@@ -267,7 +282,15 @@ def step_time(spec: Mapping[str, Any], derived: Mapping[str, Any], hw: Mapping[s
     parts["step"] = STEP_SECONDS_PER_PARAM * params_gpu * scale
     volume = 2.0 * params_gpu * (1.5 if int(spec.get("zero_stage") or 0) == 3 else 1.0)
     inside = tp * dp <= gpus_per_node or nodes == 1
-    parts["dp"] = allreduce_seconds(volume, dp * sp, hw["nvlink_busbw_gbps"] if inside else hw["internode_busbw_gbps"])
+    busbw = hw["nvlink_busbw_gbps"] if inside else hw["internode_busbw_gbps"]
+    parts["dp"] = allreduce_seconds(volume, dp * sp, busbw)
+    if int(spec.get("zero_stage") or 0) == 2 and grad_acc > 1:
+        # ZeRO-2's reductions of the micro batches before the last (ZERO2_GRAD_BYTES_PER_PARAM): the
+        # bucket copies on HBM, and a reduce-scatter (half an all-reduce) each when DP > 1.
+        extra = grad_acc - 1
+        parts["step"] += extra * ZERO2_GRAD_BYTES_PER_PARAM * params_gpu / (
+            hw.get("hbm_gbps", H200_HBM_GBPS) * 1e9 * HBM_EFFICIENCY)
+        parts["dp"] += extra * allreduce_seconds(2.0 * params_gpu, dp * sp, busbw) / 2.0
     parts["total"] = sum(parts.values())
     return parts
 
@@ -349,6 +372,12 @@ def plan(spec: Mapping[str, Any], nodes: int, gpus_per_node: int, gpu_memory_mib
     base = dict(spec, gpus_per_node=gpus_per_node)
     layouts: List[Dict[str, Any]] = []
     rejected: Dict[str, int] = {}
+    # Per failing check, how many judged layouts it refused and its first finding (its fix): a
+    # check that refused every judged layout is what the job must change, named first when
+    # nothing is ranked (refusal()).
+    judged = 0
+    refusing: Dict[str, int] = {}
+    findings_of: Dict[str, Dict[str, str]] = {}
     parity_rules = set(_job_parity.rules())
     for layout in enumerate_layouts(base, nodes, gpus_per_node, keep):
         try:
@@ -357,9 +386,9 @@ def plan(spec: Mapping[str, Any], nodes: int, gpus_per_node: int, gpu_memory_mib
             rejected[str(exc)] = rejected.get(str(exc), 0) + 1
             continue
         # A layout must train the same mathematics as the others (_job.parity): each way it departs
-        # from DP with ZeRO-1 was measured to agree, or is judged by a rule whose warning leaves it out
-        # (ZeRO-0 whose FP16_Optimizer starts Adam a step late; ZeRO-3 without weight decay). A job
-        # that asks for such a layout gets the rule as a warning.
+        # from DP with ZeRO-1 was measured to agree on a GPU. Unmeasured there (TP) or measured to
+        # differ (PP, ZeRO-0 in bf16, ZeRO-3 even at weight decay 0) leaves it out, with the reason;
+        # a job that asks for ZeRO-0 or ZeRO-3 still gets the validation rule's warning.
         why = _job_parity.unproven(layout)
         if why:
             rejected[why] = rejected.get(why, 0) + 1
@@ -367,6 +396,10 @@ def plan(spec: Mapping[str, Any], nodes: int, gpus_per_node: int, gpu_memory_mib
         findings = _job_rules.validate(job, None, cluster, None, deepspeed_version)
         failed = [f for f in findings if f["status"] == "fail"
                   or (f["check"] in parity_rules and f["status"] == "warn")]
+        judged += 1
+        for check in sorted({f["check"] for f in failed}):
+            refusing[check] = refusing.get(check, 0) + 1
+            findings_of.setdefault(check, next(f for f in failed if f["check"] == check))
         if failed:
             reason = failed[0]["check"]
             rejected[reason] = rejected.get(reason, 0) + 1
@@ -396,9 +429,38 @@ def plan(spec: Mapping[str, Any], nodes: int, gpus_per_node: int, gpu_memory_mib
         ))
     # At equal predicted speed ZeRO-3 last, then the least memory: the model prices no ZeRO-3
     # parameter gathers at DP 1, and ZeRO-3 measured 7% slower than ZeRO-1 on two H200s
-    # (docs/benchmarks.md, g2-dp2-z3-m16 against g2-dp2-z1-m16).
-    layouts.sort(key=lambda row: (not row["fits"], -row["tokens_per_s"], row["zero"] == 3, row["memory_gib"]))
-    return {"layouts": layouts, "rejected": rejected, "hardware": hw}
+    # (docs/benchmarks.md, g2-dp2-z3-m16 against g2-dp2-z1-m16). What is still equal goes by the
+    # layout itself (the lower ZeRO stage, TP, PP, micro batch, no recompute first), never by the
+    # order the candidates came in.
+    layouts.sort(key=lambda row: (not row["fits"], -row["tokens_per_s"], row["zero"] == 3, row["memory_gib"],
+                                  row["zero"], row["tp"], row["pp"], row["micro"], row["recompute"]))
+    refused_by = [dict(findings_of[check], layouts=count) for check, count in sorted(refusing.items())
+                  if count == judged]
+    return {"layouts": layouts, "rejected": rejected, "hardware": hw, "judged": judged, "refused_by": refused_by}
+
+
+def refusal(result: Mapping[str, Any], nodes: int, gpus_per_node: int) -> Optional[str]:
+    """The first line of a plan that ranks nothing: the checks that refused every layout the rules
+    judged, each with its finding and fix (the job must change that, not the cluster); else the
+    reasons that refused the most; else, when layouts were valid but none within MEMORY_MARGIN,
+    the memory. None when a layout fits."""
+    if any(row["fits"] for row in result["layouts"]):
+        return None
+    where = "%d node(s) x %d GPUs" % (nodes, gpus_per_node)
+    memory = "no layout of %s fits within %d%% of the GPU memory" % (where, int(100 * MEMORY_MARGIN))
+    if result["layouts"]:
+        return memory
+    blocking = [f for f in result.get("refused_by") or [] if f["check"] != "memory per GPU"]
+    if blocking:
+        return "no layout of %s passes the job rules: %s" % (where, "; ".join(
+            "'%s' refused all %d layout(s) the rules judged (found %s, expected %s): %s" % (
+                f["check"], f["layouts"], f["found"], f["expected"], f["fix"] or "see validate.yml")
+            for f in blocking))
+    if result.get("refused_by"):
+        return memory
+    top = sorted(result["rejected"].items(), key=lambda kv: -kv[1])[:3]
+    return "no layout of %s passes the job rules; most refused by: %s" % (
+        where, ", ".join("%s (%d)" % kv for kv in top) or "nothing was enumerated")
 
 
 def best_layout(spec: Mapping[str, Any], nodes: int, gpus_per_node: int,

@@ -90,12 +90,19 @@ def test_check_mode_writes_nothing(tmp_path):
     assert "chosen" in result and not dest.exists()
 
 
-@pytest.mark.parametrize("args,spec,message", [
-    ({"gpus_per_node": 1, "gpu_memory_mib": 4096}, SMALL, "no layout of 1 node"),
+@pytest.mark.parametrize("args,spec,first,fix", [
+    ({"gpus_per_node": 1, "gpu_memory_mib": 4096}, SMALL, "no layout of 1 node(s) x 1 GPUs fits within 90% of the GPU",
+     ""),
+    # grouped-query attention on the head era: the rule and its fix on the first line, not the memory
+    ({"gpus_per_node": 1}, dict(SMALL, model_preset="llama", num_key_value_heads=4),
+     "no layout of 1 node(s) x 1 GPUs passes the job rules: 'grouped-query attention' refused all",
+     "set megatron_job_num_key_value_heads: null"),
 ])
-def test_nothing_fits_fails_with_the_table(args, spec, message):
+def test_nothing_fits_fails_with_the_reason_first_and_the_table(args, spec, first, fix):
     result = run_action(args, inventory(NODES[:1], **spec))
-    assert result["failed"] is True and message in result["msg"]
+    assert result["failed"] is True and result["msg"].split("\n")[0].startswith(first), result["msg"]
+    assert fix in result["msg"].split("\n")[0]
+    assert result["table"][-1] in result["msg"]
 
 
 @pytest.mark.parametrize("args,task_vars,message", [
