@@ -241,3 +241,19 @@ def test_health_check_leaves_an_administrators_drain_alone():
     finally:
         head.run("scontrol update NodeName=node2 State=RESUME")
     wait_for(lambda: all_idle(head), "node2 back to idle")
+
+
+# molecule.yml's sentinel munge key, raw and as the inventory gives it (base64).
+MUNGE_SENTINELS = ["MOLECULE-SENTINEL-MUNGE-KEY", "TU9MRUNVTEUtU0VOVElORUwtTVVOR0UtS0VZ"]
+
+
+def test_the_munge_key_is_readable_by_munge_alone(host):
+    """The key slurm_munge_key gave is the one munge reads, 0400 to munge, and no file that others
+    can read on the node's own filesystem holds it (find -xdev keeps /proc and /sys out)."""
+    key = host.file("/etc/munge/munge.key")
+    assert key.mode == 0o400 and key.user == "munge"
+    assert MUNGE_SENTINELS[0] in host.run("head -c 64 /etc/munge/munge.key").stdout
+    patterns = " ".join("-e %s" % sentinel for sentinel in MUNGE_SENTINELS)
+    found = host.run("find / -xdev -type f -perm -o=r -size -8M -print0 2>/dev/null"
+                     " | xargs -0 -r grep -lsF %s -- || true" % patterns)
+    assert found.stdout.split() == [], found.stdout
