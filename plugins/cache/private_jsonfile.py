@@ -13,7 +13,7 @@ description:
     any user of the controller could read the facts of every node.
   - The collection gathers no environment facts (C(!env) in every C(gather_subset)), so proxy
     credentials set in a node's environment do not reach the cache; this plugin guards what is left.
-author: megatron_ds.cluster developers
+author: megatron_ds.cluster developers (@megatron-ds)
 version_added: 1.0.0
 options:
   _uri:

@@ -127,7 +127,7 @@ def estimate_memory(
         dense_change, expert_params, expert_dp = experts
         params_gpu += dense_change
         model_states, formula = _model_states(shape, zero, params_gpu, largest_layer, deepspeed_version)
-        expert_states, _ = _model_states(shape._replace(dp=expert_dp), zero, expert_params, largest_layer, deepspeed_version)
+        expert_states = _model_states(shape._replace(dp=expert_dp), zero, expert_params, largest_layer, deepspeed_version)[0]
         if _zero_stage(zero) == 3:
             expert_states -= 4 * largest_layer  # the working layer is counted once, in the dense part
         model_states += expert_states

@@ -358,7 +358,7 @@ def plan(spec: Mapping[str, Any], nodes: int, gpus_per_node: int, gpu_memory_mib
     the spec cannot read)."""
     # The GPUs per node may come from the task rather than the spec: the same bounds as the spec's.
     gpus_per_node = coerce("gpus_per_node", gpus_per_node)
-    searched = sum(1 for _ in enumerate_layouts(dict(spec, gpus_per_node=gpus_per_node), nodes, gpus_per_node, keep))
+    searched = sum(1 for _layout in enumerate_layouts(dict(spec, gpus_per_node=gpus_per_node), nodes, gpus_per_node, keep))
     if searched > MAX_CANDIDATES:
         raise JobError(
             "the layout search of %d node(s) x %d GPUs has %d candidates, more than the %d judged within about 5 s "

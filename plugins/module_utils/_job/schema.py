@@ -406,7 +406,7 @@ def _data_path(key: str, value: Any) -> str:
     pairs (`assert len(data_prefix) % 2 == 0`, `float(data_prefix[2*i])`:
     megatron/data/dataset_utils.py:49, :54 at 4efb479d). A prefix that contains whitespace is split
     into two items on its way to train.sh, so it is refused here rather than found by upstream's
-    assert after provisioning."""
+    assertion after provisioning."""
     if isinstance(value, (list, tuple)):
         words = [str(v) for v in value]
         spaced = [w for w in words if not w.strip() or any(c.isspace() for c in w)]

@@ -92,7 +92,7 @@ def upgrade(cuda_version: Optional[str], when: DateLike = None) -> Optional[Bran
     floor = 0
     major = 0
     if cuda_version:
-        major = int(str(cuda_version).split(".")[0])
+        major = int(str(cuda_version).split(".", maxsplit=1)[0])
         try:
             floor = branch_of(_profiles.min_driver_for_cuda(cuda_version)) or 0
         except (_profiles.UnknownCudaError, ValueError):

@@ -177,7 +177,8 @@ def test_a_missing_burnin_report_is_no_error_and_a_broken_one_is(tmp_path):
     ("cu130", "H200", False),
 ])
 def test_the_planner_refuses_a_stack_without_code_for_the_gpu(profile, gpu_model, refused, tmp_path):
-    spec = dict(SMALL, stack_profile=profile, use_flash_attn=profile == "cu130")
+    spec = dict(SMALL)
+    spec.update(stack_profile=profile, use_flash_attn=profile == "cu130")
     task_vars = inventory(gpu_model=gpu_model, **spec)
     if not refused:
         assert run_action({"limit": 3}, task_vars)["layouts"]

@@ -88,7 +88,7 @@ def test_a_secret_is_written_privately_and_silently(path, name):
     tasks = [t for p, t in _all_tasks() if p == path and t.get("name") == name]
     assert len(tasks) == 1, "task %r not found in %s" % (name, path)
     task = tasks[0]
-    _, args = _module(task)
+    args = _module(task)[1]
     assert task.get("no_log") is True, "the log would print the secret"
     assert task.get("diff") is False, "--diff would print the secret"
     assert str(args.get("mode")) in PRIVATE_MODES, args.get("mode")

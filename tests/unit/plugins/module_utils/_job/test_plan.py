@@ -473,10 +473,10 @@ def test_a_search_too_large_is_refused_at_once_naming_what_to_pin():
     MAX_CANDIDATES; the refusal comes before any layout is judged, and keep= narrows it."""
     spec = _job_spec.normalize({"megatron_job_num_layers": 720, "megatron_job_num_attention_heads": 64,
                                 "megatron_job_hidden_size": 8192, "megatron_job_global_batch_size": 184320})
-    assert sum(1 for _ in _job_plan.enumerate_layouts(spec, 720, 8)) > _job_plan.MAX_CANDIDATES
+    assert sum(1 for _layout in _job_plan.enumerate_layouts(spec, 720, 8)) > _job_plan.MAX_CANDIDATES
     with pytest.raises(_job_spec.JobError, match="candidates, more than the 2000 judged .*plan_keep"):
         _job_plan.plan(spec, 720, 8, gpu="H100")
-    assert sum(1 for _ in _job_plan.enumerate_layouts(spec, 720, 8, {"tp": 8, "zero": 1})) <= _job_plan.MAX_CANDIDATES
+    assert sum(1 for _layout in _job_plan.enumerate_layouts(spec, 720, 8, {"tp": 8, "zero": 1})) <= _job_plan.MAX_CANDIDATES
 
 
 @pytest.mark.parametrize("extra, memory_mib, first", [
