@@ -16,6 +16,7 @@ from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import sc
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import script as _job_script
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import spec as _job_spec
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._mds import args as _mds_args
+from ansible_collections.megatron_ds.cluster.tests.support.findings import expect
 
 CLUSTER = {"nodes": 8, "gpus_per_node": 8, "gpu_memory_mib": 81920}
 HEAD_DS = "0.19.6"
@@ -82,10 +83,4 @@ def test_static_rule(over, version, check, status, words):
         findings = _script_findings(over["script"], version)
     else:
         findings = _job_rules.validate(_job_spec.normalize(over), None, dict(CLUSTER), None, version)
-    matches = [f for f in findings if f["check"] == check]
-    if status is None:
-        assert not matches, matches
-        return
-    assert len(matches) == 1, [f["check"] for f in findings]
-    assert matches[0]["status"] == status, matches[0]
-    assert words in matches[0]["fix"] + matches[0]["found"], matches[0]
+    expect(findings, check, status, words)
