@@ -37,7 +37,7 @@ from ansible_collections.megatron_ds.cluster.plugins.module_utils._job.schema im
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._stack import profiles as _stack_profiles
 from ansible_collections.megatron_ds.cluster.tests.unit.job_defaults import DS_MISSING, spec
 
-REPO = pathlib.Path(__file__).resolve().parents[5]
+REPO = pathlib.Path(__file__).resolve().parents[4]
 HOSTS = ["node1", "node2"]
 
 
