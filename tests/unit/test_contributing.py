@@ -24,7 +24,8 @@ def _named(row: str, pattern: str) -> Set[str]:
 
 
 def _roles() -> List[str]:
-    return sorted(p.name for p in (ROOT / "roles").iterdir() if (p / "tasks").is_dir())
+    # Every role has an argument spec; cluster_defaults has no tasks (defaults only).
+    return sorted(p.name for p in (ROOT / "roles").iterdir() if (p / "meta" / "argument_specs.yml").is_file())
 
 
 def _packages() -> List[str]:
