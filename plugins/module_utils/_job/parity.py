@@ -11,8 +11,9 @@ made, its GPU measurement (``gpu``: verdict, figures, where). The GPU verdict is
 counts (``verdict()``): the CPU runs are fp32 or bf16 emulated on a small model, the jobs run in
 bf16 on GPUs, and where the two were both measured they have disagreed (ZeRO-3 at weight decay 0:
 ZeRO-1's losses to 1e-6 on CPU, 0.051 above them on an H100). The planner ranks a layout only
-when every departure it makes has a GPU verdict of AGREES (issue 42): a departure whose GPU parity
-was never measured, or did not agree, leaves the layout out with the reason. RULE (judged per job
+when every departure it makes agrees: on a GPU for those a GPU run can compare from ZeRO-1's own
+weights (GPU_DECIDES: a GPU parity never measured, or not agreeing, leaves the layout out with the
+reason), on CPU for tensor and pipeline parallelism (``gpu_observed`` keeps what a GPU showed). RULE (judged per job
 by a validation rule: the cases that depend on the DeepSpeed release, the precision or the
 Megatron-DeepSpeed era) is a CPU verdict; the validation rules still warn a job that asks for one.
 

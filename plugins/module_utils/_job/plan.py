@@ -358,7 +358,9 @@ def plan(spec: Mapping[str, Any], nodes: int, gpus_per_node: int, gpu_memory_mib
     the spec cannot read)."""
     # The GPUs per node may come from the task rather than the spec: the same bounds as the spec's.
     gpus_per_node = coerce("gpus_per_node", gpus_per_node)
-    searched = sum(1 for _layout in enumerate_layouts(dict(spec, gpus_per_node=gpus_per_node), nodes, gpus_per_node, keep))
+    base = dict(spec, gpus_per_node=gpus_per_node)
+    candidates = list(enumerate_layouts(base, nodes, gpus_per_node, keep))
+    searched = len(candidates)
     if searched > MAX_CANDIDATES:
         raise JobError(
             "the layout search of %d node(s) x %d GPUs has %d candidates, more than the %d judged within about 5 s "
@@ -369,7 +371,6 @@ def plan(spec: Mapping[str, Any], nodes: int, gpus_per_node: int, gpu_memory_mib
     memory_mib = int(gpu_memory_mib or hw["memory_mib"])
     hw["memory_mib"] = memory_mib
     cluster = {"nodes": nodes, "gpus_per_node": gpus_per_node, "gpu_memory_mib": memory_mib}
-    base = dict(spec, gpus_per_node=gpus_per_node)
     layouts: List[Dict[str, Any]] = []
     rejected: Dict[str, int] = {}
     # Per failing check, how many judged layouts it refused and its first finding (its fix): a
@@ -379,16 +380,16 @@ def plan(spec: Mapping[str, Any], nodes: int, gpus_per_node: int, gpu_memory_mib
     refusing: Dict[str, int] = {}
     findings_of: Dict[str, Dict[str, str]] = {}
     parity_rules = set(_job_parity.rules())
-    for layout in enumerate_layouts(base, nodes, gpus_per_node, keep):
+    for layout in candidates:
         try:
             job = _layout_spec(base, layout)
         except JobError as exc:
             rejected[str(exc)] = rejected.get(str(exc), 0) + 1
             continue
         # A layout must train the same mathematics as the others (_job.parity): each way it departs
-        # from DP with ZeRO-1 was measured to agree on a GPU. Unmeasured there (TP) or measured to
-        # differ (PP, ZeRO-0 in bf16, ZeRO-3 even at weight decay 0) leaves it out, with the reason;
-        # a job that asks for ZeRO-0 or ZeRO-3 still gets the validation rule's warning.
+        # from DP with ZeRO-1 agrees, on a GPU where a GPU can compare it (ZeRO-0/2/3, recompute),
+        # on CPU for TP and PP. Measured to differ (ZeRO-0 in bf16, ZeRO-3 even at weight decay 0)
+        # leaves it out, with the reason; a job that asks for either still gets the rule's warning.
         why = _job_parity.unproven(layout)
         if why:
             rejected[why] = rejected.get(why, 0) + 1
