@@ -17,6 +17,7 @@ import re
 from typing import Any, Dict, List, NamedTuple, Optional, Union
 
 from . import profiles as _profiles
+from . import versions as _versions
 
 LTSB = "long-term support"
 PRODUCTION = "production"
@@ -92,7 +93,7 @@ def upgrade(cuda_version: Optional[str], when: DateLike = None) -> Optional[Bran
     floor = 0
     major = 0
     if cuda_version:
-        major = int(str(cuda_version).split(".", maxsplit=1)[0])
+        major = _versions.major(cuda_version)
         try:
             floor = branch_of(_profiles.min_driver_for_cuda(cuda_version)) or 0
         except (_profiles.UnknownCudaError, ValueError):
