@@ -832,12 +832,10 @@ def _check_gpu_arch(job: JobInput, facts: Facts, add: Add) -> None:
     del facts
     profile = job.spec.get("stack_profile") or _stack_profiles.DEFAULT_PROFILE
     capability = _gpu_arch.capability_of(job.gpu_model) if job.gpu_model else None
-    if capability is None or profile not in _stack_profiles.PROFILES:
-        return
-    check = "GPU architecture on stack profile %s" % profile
-    arch = _stack_profiles.PROFILES[profile].get("arch")
+    arch = _gpu_arch.arch_of(profile) if capability is not None else None
     if not arch:
         return
+    check = "GPU architecture on stack profile %s" % profile
     found = "%s (compute capability %s)" % (job.gpu_model, _gpu_arch.show(capability))
     expected = "torch %s; toolkit builds %s to %s" % (" ".join(arch["torch"]), arch["toolkit"][0], arch["toolkit"][1])
     text = _gpu_arch.refusal(profile, job.gpu_model, capability)

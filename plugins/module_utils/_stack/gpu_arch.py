@@ -70,8 +70,14 @@ def capability_of(name: Optional[str], reported: Any = None) -> Optional[Tuple[i
     return None
 
 
-def _arch(profile: Any) -> Optional[Mapping[str, Any]]:
-    profile = profile if isinstance(profile, Mapping) else _profiles.get(profile)
+def arch_of(profile: Any) -> Optional[Mapping[str, Any]]:
+    """A profile's (a dict or a name) arch lists {torch, toolkit}; None for a profile without GPU
+    code (cpu) or one the table does not know."""
+    if not isinstance(profile, Mapping):
+        try:
+            profile = _profiles.get(profile)
+        except _profiles.UnknownProfileError:
+            return None
     return profile.get("arch")
 
 
@@ -96,7 +102,7 @@ def judge(profile: Any, capability: Tuple[int, int]) -> Dict[str, Any]:
     """{fits, torch, toolkit, why, arch_list}: whether ``profile`` (a dict or a name) runs on GPUs of
     ``capability``; ``why`` names what lacks the code (empty when it fits, or for a profile with no
     GPU code: the cpu profile fits nothing and is not judged here)."""
-    arch = _arch(profile)
+    arch = arch_of(profile)
     if not arch:
         return {"fits": False, "torch": False, "toolkit": False, "why": "no GPU code", "arch_list": []}
     torch_ok = torch_runs_on(arch["torch"], capability)
@@ -120,7 +126,7 @@ def refusal(profile_name: str, gpu: str, capability: Tuple[int, int]) -> Optiona
     """One sentence refusing ``profile_name`` on ``gpu`` and naming the profiles that fit; None
     when the profile fits (or has no GPU code to judge)."""
     verdict = judge(profile_name, capability)
-    if verdict["fits"] or not _arch(profile_name):
+    if verdict["fits"] or not arch_of(profile_name):
         return None
     fitting = profiles_for(capability)
     return ("stack profile %s cannot run on %s (compute capability %s): %s; set megatron_stack_profile to %s"
