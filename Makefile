@@ -44,7 +44,7 @@ setup: venv image
 # MEGATRON_DS_ARCHIVE=<a .tar.gz of it> makes the nodes install it from .cache/ (sha256-checked,
 # offline); with neither, the checkout is skipped and the demo runs the burn-in alone.
 sim-up: setup
-	$(PY) tests/wheelhouse/fill.py --profile cpu --python 3.11
+	$(PY) tests/wheelhouse/fill.py --profile "$$($(PY) scripts/demo.py profile)" --python 3.11
 	$(PY) scripts/demo.py source
 	$(PY) scripts/sim-cluster up --nodes $(SIM_NODES)
 

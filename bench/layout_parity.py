@@ -294,26 +294,15 @@ def remove_shm_buffers(port: int, shm_dir: str = "/dev/shm") -> None:
             pass
 
 
-GUARD_LINE = "from megatron.model.vision.knn_monitor import compute_feature_bank\n"
-
-
-def guard_vision_import(text: str) -> str:
-    """megatron/training.py with its vision import guarded, as molecule/launch/prepare.yml does
-    (docs/upstream-facts.md D5: no CPU torchvision on PyPI; GPT never calls it)."""
-    return text.replace(GUARD_LINE, "try:  # bench/layout_parity.py scratch copy: no CPU torchvision\n    " + GUARD_LINE
-                        + "except ImportError:\n    compute_feature_bank = None\n")
-
-
 def scratch_checkout(source: str, out: str) -> str:
-    """A copy of the checkout (without .git) under OUT/mds with the vision import guarded; the
-    checkout itself is never changed. Reused when already there."""
+    """An unchanged copy of the checkout (without .git) under OUT/mds, where the dataset's C++
+    helpers get built, so the checkout stays as it was. Reused when already there. The python
+    that runs the rows needs torchvision (megatron/training.py imports the vision code): a venv of
+    the cpu-pypi profile, or a CUDA torch's."""
     dest = os.path.join(out, "mds")
     if not os.path.exists(os.path.join(dest, "pretrain_gpt.py")):
         shutil.rmtree(dest, ignore_errors=True)
         shutil.copytree(source, dest, ignore=shutil.ignore_patterns(".git", "__pycache__", "*.so", "build"))
-        path = os.path.join(dest, "megatron", "training.py")
-        text = open(path).read()
-        open(path, "w").write(guard_vision_import(text))
     return dest
 
 

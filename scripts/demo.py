@@ -69,6 +69,20 @@ def megatron_source(env: Mapping[str, str]) -> Optional[str]:
     return None
 
 
+# The stack profile of the simulated nodes. The burn-in runs on the cpu profile (torch's CPU
+# build, 0.7 GB a venv). The real pretrain_gpt.py imports torchvision (megatron/training.py ->
+# megatron/data/vit_dataset.py), which has no build that loads beside that torch here, so with a
+# Megatron-DeepSpeed source the nodes get cpu-pypi: PyPI's torch and torchvision, 5.5 GB a venv
+# (plugins/module_utils/_stack/profiles.py says why; docs/stack-profiles.md).
+BURNIN_PROFILE = "cpu"
+TRAINER_PROFILE = "cpu-pypi"
+
+
+def demo_profile(env: Mapping[str, str]) -> str:
+    """The stack profile the demo's nodes get: cpu-pypi when the real trainer runs, else cpu."""
+    return TRAINER_PROFILE if megatron_source(env) else BURNIN_PROFILE
+
+
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
@@ -145,6 +159,8 @@ def plan(env: Mapping[str, str], logs: Path, train_iterations: int = 3, schedule
     if scheduler not in SCHEDULERS:
         raise ValueError("scheduler %r; expected one of %s" % (scheduler, ", ".join(SCHEDULERS)))
     common: Dict[str, Any] = {"megatron_scheduler": "slurm"} if scheduler == "slurm" else {}
+    if demo_profile(env) != BURNIN_PROFILE:  # inventories/sim's own is the burn-in's
+        common["megatron_stack_profile"] = demo_profile(env)
     steps = [
         Step("site", "site.yml", dict(common)),
         Step("burnin", "playbooks/burnin.yml", dict(common, megatron_launch_burnin_dest=str(logs / "burnin.json"))),
@@ -337,6 +353,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("source", help="pack MEGATRON_DS_SRC or copy MEGATRON_DS_ARCHIVE into .cache/ (or remove a stale one)")
+    sub.add_parser("profile", help="print the nodes' stack profile (cpu-pypi with a Megatron-DeepSpeed source, else cpu)")
     p_run = sub.add_parser("run", help="site.yml, the burn-in, the training run when a source is given, the summary")
     p_run.add_argument("--inventory", default="inventories/sim")
     p_run.add_argument("--logs", default=str(REPO / "logs" / "demo"), help="a run's logs go to <logs>/<time>/")
@@ -349,6 +366,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         done = prepare_source(os.environ)
         if megatron_source(os.environ):  # without one, the summary says it once, at the end
             say(done)
+        return 0
+    if args.command == "profile":
+        print(demo_profile(os.environ))
         return 0
     if args.train_iterations < 1:
         parser.error(f"--train-iterations is {args.train_iterations}; expected 1 or more")

@@ -60,6 +60,22 @@ options:
       - A Megatron-DeepSpeed checkout. Its commit comes from C(.git/HEAD), the loose ref and
         C(packed-refs), or from C(git rev-parse HEAD) where those do not name it.
     type: path
+  megatron_entry:
+    description:
+      - The trainer's entry script, relative to O(megatron_dir). Its start-up imports are walked
+        statically inside the checkout (nothing is imported) and every top-level module from
+        outside it is looked up in the venv's site-packages and the standard library; what
+        resolves nowhere is reported in C(megatron_deepspeed.imports.missing).
+    type: str
+    default: pretrain_gpt.py
+  accelerator:
+    description:
+      - DeepSpeed's accelerator on this node (the stack profile's). Megatron-DeepSpeed chooses
+        its CUDA-only imports (apex, amp_C) by C(get_accelerator().device_name()), so the import
+        walk takes the branch this accelerator takes.
+    type: str
+    choices: [cuda, cpu]
+    default: cuda
   disk_paths:
     description:
       - Paths whose free space to report, typically the data and checkpoint directories.
@@ -520,6 +536,32 @@ ansible_facts:
                 error:
                   description: Why the files could not be compared, or null.
                   type: str
+            imports:
+              description:
+                - The start-up imports of O(megatron_entry), walked statically inside the checkout, and
+                  the top-level modules from outside it that neither the venv nor the standard library
+                  holds. Null when there is no checkout or no venv.
+              type: dict
+              contains:
+                entry:
+                  description: The entry script walked.
+                  type: str
+                accelerator:
+                  description: The accelerator whose import branches were taken.
+                  type: str
+                walked:
+                  description: How many modules of the checkout were parsed.
+                  type: int
+                outside:
+                  description: How many top-level modules from outside the checkout were looked up.
+                  type: int
+                missing:
+                  description: What resolves nowhere, each with C(module), C(imported_at) (up to three C(file:line)) and C(package).
+                  type: list
+                  elements: dict
+                error:
+                  description: A file that could not be read or parsed, or null.
+                  type: str
         apex:
           description: NVIDIA apex in the venv (PyPI's unrelated C(apex) package does not count).
           type: dict
@@ -750,6 +792,8 @@ ARGUMENT_SPEC = dict(
     venv=dict(type="path"),
     python_probe=dict(type="str", choices=["files", "import"], default="files"),
     megatron_dir=dict(type="path"),
+    megatron_entry=dict(type="str", default="pretrain_gpt.py"),
+    accelerator=dict(type="str", choices=["cuda", "cpu"], default="cuda"),
     disk_paths=dict(type="list", elements="path", default=[]),
     ssh_user=dict(type="str"),
     ssh_sweep_targets=dict(type="list", elements="str", default=[]),
@@ -770,7 +814,8 @@ def main() -> None:
     facts = collect(host, venv=params["venv"], megatron_dir=params["megatron_dir"],
                     disk_paths=params["disk_paths"], ssh_user=params["ssh_user"],
                     python_probe=params["python_probe"], ssh_sweep_user=params["ssh_sweep_user"],
-                    ssh_sweep_targets=params["ssh_sweep_targets"])
+                    ssh_sweep_targets=params["ssh_sweep_targets"], megatron_entry=params["megatron_entry"],
+                    accelerator=params["accelerator"])
     if params["converge_dir"]:
         # Files a stamp names are node paths: under O(root) like every other path read here.
         facts["converge"] = _stamps.read_stamps(host.path(params["converge_dir"]),

@@ -20,10 +20,11 @@ path). Faults, one after the other, with no manual step:
    the supervisor stops the job, keeps the tag, falls back to the tag before it, and that resume
    passes.
 
-Needs MEGATRON_DS_SRC (a checkout; a scratch copy is used, with the vision import that wants
-torchvision guarded, as in molecule/launch) and a python that imports torch, DeepSpeed and the
-checkout's tokenizer module (transformers, nltk), and pybind11 for the dataset's C++ helpers:
-MEGATRON_DS_PYTHON, else this one.
+Needs MEGATRON_DS_SRC (a checkout, used as it is: a copy only so that the dataset's C++ helpers
+build outside it) and a python that imports torch, torchvision (megatron/training.py imports the
+vision code), DeepSpeed, the checkout's tokenizer module (transformers, nltk), and pybind11 for
+the dataset's C++ helpers: MEGATRON_DS_PYTHON, else this one. A venv of the cpu-pypi profile has
+all of them (`pip install torch==2.14.1 torchvision==0.29.1`; docs/stack-profiles.md).
 """
 from __future__ import annotations
 
@@ -75,10 +76,10 @@ ITERATION = re.compile(r"iteration\s+(\d+)/\s*\d+ \|.*?lm loss: ([0-9.Ee+-]+|nan
 def _why_not() -> str:
     if not SOURCE or not (pathlib.Path(SOURCE) / "pretrain_gpt.py").is_file():
         return "needs a Megatron-DeepSpeed checkout: set MEGATRON_DS_SRC (and MEGATRON_DS_PYTHON)"
-    probe = subprocess.run([PYTHON, "-c", "import torch, deepspeed, transformers, nltk, pybind11"], capture_output=True,
+    probe = subprocess.run([PYTHON, "-c", "import torch, torchvision, deepspeed, transformers, nltk, pybind11"], capture_output=True,
                            text=True, timeout=300, check=False, env=ENV)
     if probe.returncode:
-        return "%s cannot import torch, deepspeed, transformers, nltk and pybind11: %s" % (
+        return "%s cannot import torch, torchvision, deepspeed, transformers, nltk and pybind11 (a cpu-pypi venv can): %s" % (
             PYTHON, (probe.stderr.strip().splitlines() or ["?"])[-1])
     return ""
 
@@ -88,15 +89,10 @@ pytestmark = pytest.mark.skipif(bool(WHY_NOT), reason=WHY_NOT or "upstream prese
 
 
 def scratch_checkout(dest: pathlib.Path) -> pathlib.Path:
-    """A copy of MEGATRON_DS_SRC whose training.py tolerates a missing torchvision (PyPI has no CPU
-    torchvision for torch's CPU build; megatron/training.py imports the vision code at module level).
-    The checkout itself is never changed."""
+    """An unchanged copy of MEGATRON_DS_SRC, so that the helpers built in it leave the checkout as
+    it was."""
     copy = dest / "Megatron-DeepSpeed"
     shutil.copytree(SOURCE, str(copy), ignore=shutil.ignore_patterns(".git", "__pycache__", "*.so", "build"))
-    training = copy / "megatron" / "training.py"
-    line = "from megatron.model.vision.knn_monitor import compute_feature_bank\n"
-    text = training.read_text()
-    training.write_text(text.replace(line, "try:\n    " + line + "except ImportError:\n    compute_feature_bank = None\n"))
     # The dataset's C++ helpers, built once here as megatron/data/Makefile does on the first rank
     # (its `python3 -m pybind11 --includes` must find pybind11: this test's python answers as python3).
     bin_dir = dest / "bin"

@@ -28,6 +28,7 @@ A stamp file records what was fetched; a second run with the same request does n
 
     python tests/wheelhouse/fill.py --profile cpu --python 3.11        # molecule's wheelhouse
     python tests/wheelhouse/fill.py --profile cu117 --python 3.11      # ~2.4 GB (torch 1.13.1 + NVIDIA wheels)
+    python tests/wheelhouse/fill.py --profile cpu-pypi --python 3.11   # ~2.8 GB (the demo's real trainer)
 """
 from __future__ import annotations
 
@@ -85,11 +86,14 @@ def plan(profile_name: str, extra: Optional[List[str]] = None) -> Dict[str, Any]
     requirements = ["%s==%s" % item for item in sorted(pins.items())]
     torch_spec = profile["torch"]["pip"]
     deepspeed_spec = profile["deepspeed"]["pip"]
-    constraints = build + [torch_spec, deepspeed_spec] + list(profile["pip_extra"]) + requirements
+    # The profile's torchvision, when it has one (python_env_torchvision_spec's default).
+    vision = [profile["torch"]["torchvision"]] if profile["torch"].get("torchvision") else []
+    constraints = build + [torch_spec] + vision + [deepspeed_spec] + list(profile["pip_extra"]) + requirements
     return {
         "profile": profile,
         "build": build,
         "torch": torch_spec,
+        "torchvision": vision,
         "requirements": requirements,
         "pip_extra": list(profile["pip_extra"]),
         "deepspeed": deepspeed_spec,
@@ -150,7 +154,10 @@ def fill(profile_name: str, python: str, dest: Path, torch_index_url: str = "",
     torch_spec = p["torch"]
     if profile["torch"].get("local") == "cpu" and "==" in torch_spec and "+" not in torch_spec:
         torch_spec += "+cpu"  # never a CUDA build for a CPU profile
-    wanted = p["pip_extra"] + p["requirements"] + p["build"] + [torch_spec] + p["extra"]
+    vision = list(p["torchvision"])
+    if vision and profile["torch"].get("local") == "cpu" and "+" not in vision[0]:
+        vision = [vision[0] + "+cpu"]
+    wanted = p["pip_extra"] + p["requirements"] + p["build"] + [torch_spec] + vision + p["extra"]
     if profile["accelerator"] == "cuda":
         wanted.append("nvidia-ml-py")  # DeepSpeed's setup.py adds it when it sees CUDA
     no_prebuild = prebuild_reason(profile, python, torch_spec)

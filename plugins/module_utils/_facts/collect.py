@@ -34,6 +34,7 @@ import socket
 import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from . import imports as _imports
 from . import integrity as _integrity
 from .host import Host, _cmd_error, _first_line
 from .parsers import (
@@ -628,10 +629,39 @@ def _empty(section: str) -> Any:
     return json.loads(json.dumps(_EMPTY[section]))  # a fresh copy each time
 
 
+def _listdir(host: Host) -> Callable[[str], List[str]]:
+    def listdir(node_path: str) -> List[str]:
+        try:
+            return os.listdir(host.path(node_path))
+        except OSError:
+            return []
+    return listdir
+
+
+def collect_trainer_imports(host: Host, venv: Optional[str], megatron_dir: Optional[str], entry: str,
+                            accelerator: str) -> Optional[Dict[str, Any]]:
+    """The entry script's start-up imports (_imports) against the venv's site-packages and its
+    interpreter's standard library; None without a checkout or a venv."""
+    if not venv or not megatron_dir or not host.isfile(megatron_dir.rstrip("/") + "/" + entry):
+        return None
+    listdir = _listdir(host)
+    libs = sorted(name for name in listdir(venv.rstrip("/") + "/lib") if re.match(r"^python\d+\.\d+$", name))
+    site = [venv.rstrip("/") + "/lib/%s/site-packages" % name for name in libs]
+    home = (_imports.pyvenv_home(host.read_text(venv.rstrip("/") + "/pyvenv.cfg")) or "").rstrip("/")
+    # pyvenv.cfg's home is the base interpreter's bin directory: its library is ../lib/pythonX.Y.
+    base_lib = os.path.dirname(home) + "/lib/" + libs[-1] if home and libs else None
+    outside, walked, error = _imports.closure(megatron_dir.rstrip("/"), entry, host.read_text,
+                                              host.isfile, accelerator)
+    available = _imports.stdlib_names(base_lib, listdir) | _imports.site_names(site, listdir)
+    return {"entry": entry, "accelerator": accelerator, "walked": walked, "outside": len(outside),
+            "missing": _imports.missing(outside, available), "error": error}
+
+
 def collect(host: Host, venv: Optional[str] = None, megatron_dir: Optional[str] = None,
             disk_paths: Sequence[str] = (), ssh_user: Optional[str] = None,
             python_probe: str = "files", ssh_sweep_user: Optional[str] = None,
-            ssh_sweep_targets: Sequence[str] = ()) -> Dict[str, Any]:
+            ssh_sweep_targets: Sequence[str] = (), megatron_entry: str = "pretrain_gpt.py",
+            accelerator: str = "cuda") -> Dict[str, Any]:
     """Every fact of the gpu_stack_facts contract for this node (and ``ssh_sweep`` when targets
     are given: the head node of playbooks/preflight.yml)."""
     if python_probe not in PYTHON_PROBES:
@@ -645,6 +675,8 @@ def collect(host: Host, venv: Optional[str] = None, megatron_dir: Optional[str] 
                    python_probe)
     megatron = _guard(errors, "megatron_deepspeed", {"path": megatron_dir, "commit": None, "present": False},
                       collect_megatron, host, megatron_dir)
+    megatron["imports"] = _guard(errors, "megatron_deepspeed.imports", None, collect_trainer_imports, host, venv,
+                                 megatron_dir, megatron_entry, accelerator)
     facts = {
         "hostname": _guard(errors, "hostname", None, socket.gethostname),
         "os": _guard(errors, "os", _empty("os"), collect_os, host),

@@ -479,6 +479,27 @@ def check_megatron(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
     )
 
 
+def check_trainer_imports(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Optional[Row]:
+    """Every module the entry script imports at start-up resolves in the venv (gpu_stack_facts'
+    static walk, _facts/imports.py). Without it every rank dies at its first import, after the
+    launch: head-era megatron/training.py reaches torchvision through the vision code."""
+    check, comp = "megatron_deepspeed.imports", "megatron_deepspeed"
+    found = _get(facts, "megatron_deepspeed", "imports")
+    if not isinstance(found, Mapping):
+        return None  # no checkout or no venv yet: check_megatron says so
+    entry = _text(found.get("entry")) or "pretrain_gpt.py"
+    missing = [m for m in (found.get("missing") or []) if isinstance(m, Mapping)]
+    walked = "%s modules of the checkout walked from %s (%s)" % (found.get("walked"), entry, found.get("accelerator"))
+    if not missing:
+        return _row(check, PASS, node, comp, walked, "every start-up import resolves in %s" % _show(_get(facts, "venv")))
+    shown = "; ".join("%s (imported at %s)" % (m.get("module"), ", ".join(str(w) for w in (m.get("imported_at") or [])))
+                      for m in missing)
+    install = ", ".join(str(m.get("package")) for m in missing)
+    return _row(check, FAIL, node, comp, "not importable from the venv: " + shown,
+                "every start-up import of %s resolves in %s" % (entry, _show(_get(facts, "venv"))),
+                "install %s into the venv on %s (%s), then run preflight again" % (install, node, _role("python_env")))
+
+
 # ---------------------------------------------------------------------------------------
 # Damaged installs: what gpu_stack_facts found against pip's RECORD and git's index
 # ---------------------------------------------------------------------------------------
@@ -595,5 +616,6 @@ MATRIX_CHECKS: Sequence[NodeCheck] = (
     check_apex_files,
     check_packages_files,
     check_megatron,
+    check_trainer_imports,
     check_megatron_files,
 )

@@ -93,6 +93,11 @@ PROFILES: Dict[str, Dict[str, Any]] = {
             "cuda": "11.7",
             "local": "cu117",
             "index_url": "https://download.pytorch.org/whl/cu117",
+            # torchvision: the release paired with this torch in PyTorch's compatibility table,
+            # from the same index. Head-era megatron/training.py imports the vision code at
+            # module level (megatron/data/vit_dataset.py:6 imports torchvision), so
+            # pretrain_gpt.py does not start without it.
+            "torchvision": "torchvision==0.14.1",
             # The PyPI cu117 wheel pulls nvidia-cudnn-cu11==8.5.0.96 and links NCCL statically.
             "cudnn": "8.5",
             "nccl": None,
@@ -150,6 +155,7 @@ PROFILES: Dict[str, Dict[str, Any]] = {
             "cuda": "12.1",
             "local": "cu121",
             "index_url": "https://download.pytorch.org/whl/cu121",
+            "torchvision": "torchvision==0.16.2",
             "cudnn": "8.9",
             "nccl": "2.18",
         },
@@ -197,6 +203,7 @@ PROFILES: Dict[str, Dict[str, Any]] = {
             "cuda": "13.0",
             "local": "cu130",
             "index_url": "https://download.pytorch.org/whl/cu130",
+            "torchvision": "torchvision==0.26.0",
             "cudnn": "9",
             "nccl": "2.28",
         },
@@ -251,6 +258,13 @@ PROFILES: Dict[str, Dict[str, Any]] = {
             "cuda": None,
             "local": "cpu",
             "index_url": "https://download.pytorch.org/whl/cpu",
+            # No torchvision: PyPI's is a CUDA build whose _C.so links libc10_cuda.so and
+            # libtorch_cuda.so, so it does not load beside this CPU torch ("operator
+            # torchvision::nms does not exist"), and the CPU index's 0.28.0+cpu is not mirrored
+            # where the collection is tested. This profile runs the burn-in and the role tests;
+            # pretrain_gpt.py needs torchvision, and preflight's import check refuses it here,
+            # naming the profile cpu-pypi (docs/stack-profiles.md).
+            "torchvision": None,
             "cudnn": None,
             "nccl": None,
         },
@@ -265,6 +279,43 @@ PROFILES: Dict[str, Dict[str, Any]] = {
         # nothing to install on CPU, and the unfused path runs there (docs/upstream-facts.md §D5).
         "flash_attn": {"required": False, "provider": None},
         "arch": None,  # no GPU code
+    },
+    # The real pretrain_gpt.py on CPU nodes (make demo with MEGATRON_DS_SRC). PyPI's torch for
+    # linux x86_64 is a CUDA 13.0 build that runs on a machine without a GPU, and PyPI's
+    # torchvision of the same release loads beside it; together about 5.5 GB in the venv (the
+    # cpu profile's torch is about 0.7 GB). Verified here on 2026-12-07: the unmodified
+    # Megatron-DeepSpeed 4efb479d imports pretrain_gpt.py's modules with torch 2.14.1+cu130,
+    # torchvision 0.29.1 and DeepSpeed 0.19.6 (DS_ACCELERATOR=cpu), CPython 3.11.
+    "cpu-pypi": {
+        "description": "Simulated cluster running the real trainer: PyPI's torch and torchvision (CUDA builds) on CPU",
+        "accelerator": "cpu",
+        "driver": None,
+        "cuda": None,
+        "cudnn": None,
+        "nccl": None,
+        "python": {"version": ">=3.10", "preferred": "3.11"},
+        "torch": {
+            "version": "2.14",
+            "pip": "torch==2.14.1",
+            # Only 3.11 was installed here; PyPI publishes 2.14.1 for the same CPythons as 2.13.
+            "wheel_pythons": ["3.10", "3.11", "3.12", "3.13", "3.14"],
+            # torch.version.cuda of the PyPI build: it brings CUDA 13.0 user-space libraries as
+            # nvidia-* wheels, which load without a driver; no CUDA code runs here.
+            "cuda": "13.0",
+            "local": None,
+            "index_url": None,
+            "torchvision": "torchvision==0.29.1",
+            "cudnn": None,
+            "nccl": None,
+        },
+        "deepspeed": {"version": MDS_HEAD_DEEPSPEED, "pip": "deepspeed==0.19.6"},
+        "pip_extra": [],
+        "megatron_deepspeed": {"ref": "main", "era": "head", "needs_apex": False},
+        "apex": None,
+        "numpy": "2.2.6",
+        "megatron_flags": [],
+        "flash_attn": {"required": False, "provider": None},
+        "arch": None,
     },
 }
 

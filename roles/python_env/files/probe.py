@@ -33,6 +33,7 @@ def probe(megatron_dir):
         "python": {"executable": sys.executable, "version": "%d.%d.%d" % sys.version_info[:3]},
         "venv": sys.prefix,
         "torch": {"version": None, "cuda": None, "cudnn": None, "nccl": None, "error": None},
+        "torchvision": {"version": None, "error": None},
         "deepspeed": {"version": None, "error": None},
         "megatron_deepspeed": {"path": megatron_dir or None, "present": False, "error": None},
         "apex": {"present": False, "cuda_ext": False, "error": None},
@@ -50,6 +51,14 @@ def probe(megatron_dir):
                 out["torch"]["error"] = "nccl: " + _error(exc)
     except Exception as exc:
         out["torch"]["error"] = _error(exc)
+    # After torch: a torchvision built for another torch fails here ("operator torchvision::nms
+    # does not exist"), which is what pretrain_gpt.py would meet at its first import.
+    try:
+        import torchvision
+
+        out["torchvision"]["version"] = torchvision.__version__
+    except Exception as exc:
+        out["torchvision"]["error"] = _error(exc)
     try:
         import deepspeed
 

@@ -221,7 +221,7 @@ def test_facts_from_hostvars(hostvars, hosts, expected):
 @pytest.mark.parametrize(
     "args, words",
     [
-        ({"profile": "cu118", "facts": {"n": {"hostname": "n"}}}, ["unknown stack profile 'cu118'", "cpu, cu117, cu121, cu130"]),
+        ({"profile": "cu118", "facts": {"n": {"hostname": "n"}}}, ["unknown stack profile 'cu118'", "cpu, cpu-pypi, cu117, cu121, cu130"]),
         ({"profile": " ", "facts": {"n": {"hostname": "n"}}}, ["profile is empty", "cu117"]),
         ({"facts": {"n": {"hostname": "n"}}}, ["profile"]),
         ({"profile": "cu117", "facts": {"n": {"hostname": "n"}}, "colour": "red"}, ["colour"]),

@@ -31,5 +31,5 @@ def test_no_name_follows_the_table(monkeypatch):
 
 
 def test_unknown_profile_names_the_table():
-    with pytest.raises(AnsibleLookupError, match="unknown stack profile 'cu118'; expected one of cpu, cu117, cu121, cu130"):
+    with pytest.raises(AnsibleLookupError, match="unknown stack profile 'cu118'; expected one of cpu, cpu-pypi, cu117, cu121, cu130"):
         LookupModule().run(["cu118"], variables={})

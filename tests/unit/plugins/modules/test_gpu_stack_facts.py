@@ -89,7 +89,8 @@ def test_empty_node_gives_null_facts_and_changes_nothing(tmp_path):
     assert facts["cuda"]["version"] is None and facts["cuda"]["installed"] == []
     assert facts["torch"]["version"] is None and facts["torch"]["error"].startswith("no python in venv /opt/venv")
     assert facts["megatron_deepspeed"] == {"path": "/opt/mds", "commit": None, "present": False,
-                                           "files": {"source": None, "checked": 0, "bad_count": 0, "bad": [], "error": None}}
+                                           "files": {"source": None, "checked": 0, "bad_count": 0, "bad": [], "error": None},
+                                           "imports": None}
     assert facts["disk"]["/data"]["exists"] is False and isinstance(facts["disk"]["/data"]["free_bytes"], int)
     assert facts["infiniband"] == {"hcas": [], "peermem_loaded": False, "peermem_module": None, "memory_peers": []}
     assert facts["clock"]["synchronized"] is None

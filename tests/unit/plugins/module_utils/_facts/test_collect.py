@@ -1265,7 +1265,7 @@ def test_empty_root_gives_empty_facts_and_no_exception(tmp_path):
     assert facts["cudnn"] == {"version": None, "source": None}
     assert facts["nccl"] == {"version": None, "source": None, "library": None}
     assert facts["torch"]["version"] is None and facts["deepspeed"]["version"] is None
-    assert facts["megatron_deepspeed"] == {"path": "/opt/mds", "commit": None, "present": False, "files": NO_FILES}
+    assert facts["megatron_deepspeed"] == {"path": "/opt/mds", "commit": None, "present": False, "files": NO_FILES, "imports": None}
     assert facts["apex"]["present"] is False
     assert facts["infiniband"] == {"hcas": [], "peermem_loaded": False, "peermem_module": None, "memory_peers": []}
     assert facts["nvswitch"] == {"present": False, "count": 0}

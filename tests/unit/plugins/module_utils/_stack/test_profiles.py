@@ -29,7 +29,7 @@ def test_unknown_profile_names_the_choices():
     with pytest.raises(sp.UnknownProfileError) as err:
         sp.get("cu999")
     assert "cu999" in str(err.value) and "cu117, cu121, cu130, cpu" not in str(err.value)
-    assert "cpu, cu117, cu121, cu130" in str(err.value)
+    assert "cpu, cpu-pypi, cu117, cu121, cu130" in str(err.value)
 
 
 def test_get_returns_a_copy():
