@@ -23,6 +23,7 @@ from ansible.utils.display import Display
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import findings as _job_findings
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import upstream as _job_upstream
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._mds import oracle as _mds_oracle
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._mds import args as _mds_args
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import rules as _job_rules
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import schema as _job_schema
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import spec as _job_spec
@@ -117,9 +118,21 @@ class ActionModule(ActionBase):
                     request["ds_config"] = ds_config
         except _job_schema.JobError as exc:
             return [], "upstream check not run: %s" % exc
+        mismatch = _job_upstream.era_mismatch(job.era, source, _job_upstream.checkout_era(_read_text(
+            os.path.join(source, "megatron", "arguments.py"))))
+        if mismatch:
+            return [], "upstream check not run: %s" % mismatch
         verdict = _job_upstream.run_oracle(request, python)
         if not verdict.get("ran"):
             return [], "upstream check not run: %s" % verdict.get("reason")
+        ran_with = (verdict.get("versions") or {}).get("deepspeed")
+        try:
+            ds_era = _mds_args.era_for_deepspeed(ran_with) if ran_with else None
+        except ValueError:
+            ds_era = None
+        mismatch = _job_upstream.era_mismatch(job.era, source, job.era, ran_with, ds_era)
+        if mismatch:
+            return [], "upstream check not run: %s" % mismatch
         return (_job_upstream.findings(verdict),
                 "upstream check: %s's validate_args and DeepSpeed %s's config, world size %d"
                 % (source, (verdict.get("versions") or {}).get("deepspeed"), request["world_size"]))
@@ -134,6 +147,14 @@ class ActionModule(ActionBase):
             return {"text": None, "json": None,
                     "error": "cannot write to %s (%s); set validate_report_dir to a writable directory" % (directory, exc)}
         return {"text": text, "json": data, "error": None}
+
+
+def _read_text(path: str) -> Optional[str]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _unknown_keys(spec_vars: Dict[str, Any], status: str = "fail") -> List[Dict[str, str]]:

@@ -10,6 +10,7 @@ No Ansible imports: unit-tested alone.
 """
 from __future__ import annotations
 
+import re
 import subprocess
 from typing import Any, Dict, List, Mapping, Optional
 
@@ -59,6 +60,42 @@ def verdict(stdout: str) -> Dict[str, Any]:
 def oracle_file() -> str:
     """Path of the oracle script on this machine (run by the training venv's python)."""
     return _mds_oracle.__file__
+
+
+# How each era's megatron/arguments.py declares parse_args: 9446eaac (before_rebase)
+# arguments.py:24 takes ``defaults`` and validates inside; 4efb479d (head) arguments.py:21 does not.
+_PARSE_ARGS_ERA = (
+    (re.compile(r"^def parse_args\(extra_args_provider=None,\s*defaults=", re.M), "before_rebase"),
+    (re.compile(r"^def parse_args\(extra_args_provider=None,\s*ignore_unknown_args=", re.M), "head"),
+)
+_ERA_CHECKOUT = {"before_rebase": "the before_rebase branch (9446eaac)", "head": "main (4efb479d)"}
+
+
+def checkout_era(arguments_py: Optional[str]) -> Optional[str]:
+    """The era of a checkout, from the text of its megatron/arguments.py; None when neither
+    signature is there (another fork, a file that could not be read)."""
+    for pattern, era in _PARSE_ARGS_ERA:
+        if arguments_py and pattern.search(arguments_py):
+            return era
+    return None
+
+
+def era_mismatch(job_era: str, source: str, found_era: Optional[str], deepspeed_version: Optional[str] = None,
+                 deepspeed_era: Optional[str] = None) -> Optional[str]:
+    """Why the oracle cannot judge this job with this checkout (and, once it ran, this
+    DeepSpeed), or None when they are the job's own era. Judging a before_rebase job with
+    head-era code says nothing about the code that will run."""
+    if found_era is None:
+        return ("cannot judge: %s/megatron/arguments.py declares parse_args like neither era "
+                "(before_rebase 9446eaac, head 4efb479d); point MEGATRON_DS_SRC at a checkout of the job's era, %s"
+                % (source, _ERA_CHECKOUT.get(job_era, job_era)))
+    if found_era != job_era:
+        return ("cannot judge: the job runs Megatron-DeepSpeed's %s era (its stack profile), but MEGATRON_DS_SRC "
+                "(%s) is the %s era; point it at %s" % (job_era, source, found_era, _ERA_CHECKOUT.get(job_era, job_era)))
+    if deepspeed_era is not None and deepspeed_era != job_era:
+        return ("cannot judge: the job's era is %s, but MEGATRON_DS_PYTHON's DeepSpeed %s belongs to the %s era; "
+                "give a python with the profile's DeepSpeed" % (job_era, deepspeed_version, deepspeed_era))
+    return None
 
 
 def findings(result: Mapping[str, Any]) -> List[Dict[str, str]]:

@@ -325,12 +325,42 @@ def test_no_checkout_no_upstream_check(monkeypatch):
     assert _upstream_rows(result) == [] and not any("upstream" in n for n in result["source"]["notes"])
 
 
+HEAD_ARGUMENTS = "def parse_args(extra_args_provider=None, ignore_unknown_args=False):\n    pass\n"
+BEFORE_REBASE_ARGUMENTS = "def parse_args(extra_args_provider=None, defaults={},\n               ignore_unknown_args=False):\n"
+
+
+def _checkout(root, arguments_py):
+    (root / "megatron").mkdir()
+    (root / "megatron" / "arguments.py").write_text(arguments_py)
+    return str(root)
+
+
 def test_an_unusable_checkout_is_a_note_not_a_verdict(monkeypatch, tmp_path):
-    monkeypatch.setenv("MEGATRON_DS_SRC", str(tmp_path))
+    monkeypatch.setenv("MEGATRON_DS_SRC", _checkout(tmp_path, HEAD_ARGUMENTS))
     monkeypatch.setenv("MEGATRON_DS_PYTHON", "/nonexistent/python")
     result = run_action({"gpu_memory_mib": 81920}, inventory_vars(**SIM_JOB))
     assert not result.get("failed") and _upstream_rows(result) == []
     assert any(n.startswith("upstream check not run: cannot run /nonexistent/python") for n in result["source"]["notes"])
+
+
+@pytest.mark.parametrize("profile, arguments_py, words", [
+    # the guide's cu117 job judged with head-era code would say nothing about the code that runs
+    ("cu117", HEAD_ARGUMENTS, ["cannot judge", "before_rebase era", "is the head era", "9446eaac"]),
+    ("cu121", BEFORE_REBASE_ARGUMENTS, ["cannot judge", "head era", "is the before_rebase era", "4efb479d"]),
+    ("cu121", "def something_else():\n    pass\n", ["cannot judge", "like neither era"]),
+])
+def test_a_checkout_of_another_era_cannot_judge(monkeypatch, tmp_path, profile, arguments_py, words):
+    monkeypatch.setenv("MEGATRON_DS_SRC", _checkout(tmp_path, arguments_py))
+    monkeypatch.setenv("MEGATRON_DS_PYTHON", "/nonexistent/python")  # never reached
+    job = dict(SIM_JOB, stack_profile=profile)
+    if profile == "cu117":  # before_rebase has no NullTokenizer
+        job.update(tokenizer_type="GPT2BPETokenizer", vocab_file="/data/gpt2-vocab.json", merge_file="/data/gpt2-merges.txt")
+        job.pop("vocab_size")
+    task_vars = inventory_vars(**job)
+    result = run_action({"gpu_memory_mib": 81920, "fail_on_error": False}, task_vars)
+    assert _upstream_rows(result) == []
+    notes = [n for n in result["source"]["notes"] if n.startswith("upstream check not run: ")]
+    assert len(notes) == 1 and all(word in notes[0] for word in words), notes
 
 
 @upstream_support.needs_upstream

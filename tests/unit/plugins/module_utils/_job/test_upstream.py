@@ -4,6 +4,8 @@
 """The job as the upstream oracle is asked about it (plugins/module_utils/_job/upstream.py)."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import args as _job_args
@@ -78,3 +80,34 @@ def test_the_rendered_job_is_what_upstream_accepts():
                               upstream_support.PYTHON)
     assert got["ran"], got["reason"]
     assert got["findings"] == [] and got["data_parallel"] == 6
+
+
+@pytest.mark.parametrize("text, era", [
+    ("def parse_args(extra_args_provider=None, defaults={},\n               ignore_unknown_args=False):\n", "before_rebase"),
+    ("import os\n\ndef parse_args(extra_args_provider=None, ignore_unknown_args=False):\n", "head"),
+    ("def parse_args(args=None):\n", None),
+    ("", None),
+    (None, None),
+])
+def test_checkout_era(text, era):
+    assert upstream.checkout_era(text) == era
+
+
+@pytest.mark.parametrize("job_era, found, ds_version, ds_era, words", [
+    ("before_rebase", "head", None, None, ["cannot judge", "before_rebase era", "is the head era", "9446eaac"]),
+    ("head", "before_rebase", None, None, ["cannot judge", "is the before_rebase era", "4efb479d"]),
+    ("head", None, None, None, ["like neither era"]),
+    ("before_rebase", "before_rebase", "0.19.6", "head", ["DeepSpeed 0.19.6", "head era", "profile's DeepSpeed"]),
+    ("head", "head", "0.19.6", "head", None),
+    ("before_rebase", "before_rebase", None, None, None),
+])
+def test_era_mismatch(job_era, found, ds_version, ds_era, words):
+    said = upstream.era_mismatch(job_era, "/src/mds", found, ds_version, ds_era)
+    assert (said is None) if words is None else all(word in said for word in words), said
+
+
+@pytest.mark.skipif(not os.path.isfile(os.path.join(upstream_support.SOURCE, "megatron", "arguments.py")),
+                    reason="no Megatron-DeepSpeed checkout: set MEGATRON_DS_SRC to one")
+def test_checkout_era_of_a_real_checkout():
+    with open(os.path.join(upstream_support.SOURCE, "megatron", "arguments.py"), encoding="utf-8") as handle:
+        assert upstream.checkout_era(handle.read()) in ("head", "before_rebase")
