@@ -209,6 +209,13 @@ def check_clock(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
     if source:
         found += " (%s)" % source
     fix = "enable time sync (chrony/NTP) on %s with %s; skewed clocks break NCCL timeouts and log order" % (node, _role("os_base"))
+    container = _text(_get(facts, "memlock", "container"))
+    if container:
+        # A container reads its host's kernel clock and may not set it (no CAP_SYS_TIME): os_base's
+        # chrony cannot start there, so the fix is the host's, not a role's.
+        fix = ("%s is a container (%s): its clock is the host's kernel clock, which only the host can "
+               "synchronize; enable chrony/NTP on the host (skewed clocks break NCCL timeouts and log order)"
+               % (node, container))
     if synced is False or (offset_ms is not None and abs(offset_ms) > limit):
         if str(ctx.options.get("clock") or "required") == "advisory":
             return _row(check, WARN, node, comp, found, expected + " (clock: advisory)", fix)

@@ -84,6 +84,19 @@ def test_clock(clock, status):
     assert row_for(run(cluster), "clock.sync", "node1").status == status
 
 
+@pytest.mark.parametrize("container, words, absent", [
+    # a container cannot set the clock it shares with its host: the fix is the host's
+    ("docker", ["node1 is a container (docker)", "host's kernel clock", "on the host"], ["os_base"]),
+    (None, ["enable time sync", "megatron_ds.cluster.os_base"], ["container"]),
+])
+def test_clock_fix_names_who_can_fix_it(container, words, absent):
+    cluster = make_cluster()
+    cluster["node1"]["clock"] = {"synchronized": False, "offset_ms": None, "source": "timedatectl"}
+    cluster["node1"]["memlock"]["container"] = container
+    fix = row_for(run(cluster), "clock.sync", "node1").fix
+    assert all(w in fix for w in words) and not any(w in fix for w in absent), fix
+
+
 def test_clock_limit_is_an_option():
     cluster = make_cluster()
     cluster["node1"]["clock"]["offset_ms"] = 40.0
