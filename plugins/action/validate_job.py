@@ -134,8 +134,9 @@ class ActionModule(ActionBase):
         if mismatch:
             return [], "upstream check not run: %s" % mismatch
         return (_job_upstream.findings(verdict),
-                "upstream check: %s's validate_args and DeepSpeed %s's config, world size %d"
-                % (source, (verdict.get("versions") or {}).get("deepspeed"), request["world_size"]))
+                "upstream check: %s's validate_args%s and DeepSpeed %s's config, world size %d"
+                % (source, _job_upstream.stages_said(verdict), (verdict.get("versions") or {}).get("deepspeed"),
+                   request["world_size"]))
 
     @staticmethod
     def _write_report(directory: Optional[str], findings: List[Dict[str, str]], summary: str) -> Dict[str, Optional[str]]:

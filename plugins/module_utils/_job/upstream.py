@@ -98,6 +98,13 @@ def era_mismatch(job_era: str, source: str, found_era: Optional[str], deepspeed_
     return None
 
 
+def stages_said(result: Mapping[str, Any]) -> str:
+    """', then the microbatches, the tokenizer (not run: ...) and the data split' for a note."""
+    parts = ["%s%s" % (st.get("stage"), "" if st.get("ran") else " (not run: %s)" % st.get("reason"))
+             for st in result.get("stages") or () if isinstance(st, Mapping)]
+    return (", then the start-up's " + ", ".join(parts)) if parts else ""
+
+
 def findings(result: Mapping[str, Any]) -> List[Dict[str, str]]:
     """The verdict as validate_job findings: one failing row per upstream refusal, quoting upstream
     and naming where it refused and the flags that line reads; one passing row when upstream
@@ -106,11 +113,17 @@ def findings(result: Mapping[str, Any]) -> List[Dict[str, str]]:
         return []
     out = []
     for item in result.get("findings") or ():
-        who = "Megatron-DeepSpeed validate_args" if item["source"] == "megatron" else "DeepSpeed DeepSpeedConfig"
+        if item["source"] == "megatron":
+            who = "Megatron-DeepSpeed " + ("validate_args" if not item.get("stage") else "start-up (%s)" % item["stage"])
+        else:
+            who = "DeepSpeed DeepSpeedConfig"
+        flags = list(item.get("flags") or ())
+        also = [f for f in item.get("reads") or () if f not in flags]
         out.append(_job_findings.finding(
             "upstream: %s%s" % (who, (" (%s)" % item["where"]) if item.get("where") else ""), "fail",
-            "upstream", " ".join(item.get("flags") or ()) or "-", "accepted by upstream",
-            "upstream: %s; change %s" % (item["message"], ", ".join(item.get("flags") or ()) or "the job")))
+            "upstream", " ".join(flags) or "-", "accepted by upstream",
+            "upstream: %s; change %s%s" % (item["message"], ", ".join(flags) or "the job",
+                                            (" (the line also reads %s)" % ", ".join(also)) if also else "")))
     if not out:
         out.append(_job_findings.finding(
             "upstream: Megatron-DeepSpeed validate_args and DeepSpeed DeepSpeedConfig", "pass", "upstream",

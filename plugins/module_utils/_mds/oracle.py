@@ -151,6 +151,14 @@ def finding(source: str, kind: str, message: str, where: str = "", flags: Iterab
             "line": line.strip()}
 
 
+def flags_as_passed(flags: Sequence[str], argv: Sequence[str]) -> List[str]:
+    """Of the options an upstream line reads, those the job passed (as it passed them); all of
+    them when it passed none (a default decided it)."""
+    given = {str(word).split("=", 1)[0] for word in argv if str(word).startswith("--")}
+    passed = [flag for flag in flags if flag in given]
+    return passed or list(flags)
+
+
 def finding_lines(result: Mapping[str, Any]) -> List[str]:
     """One line per finding, as the user reads it: who refused, where, which flags, upstream's words."""
     out = []
@@ -206,11 +214,97 @@ def _dest_to_flag(parser: Optional[argparse.ArgumentParser]) -> Dict[str, str]:
     return out
 
 
+# --------------------------------------------------------------------------------------------
+# The start-up after validate_args, as far as it goes without a GPU or a process group
+# --------------------------------------------------------------------------------------------
+def _microbatches(args: Any) -> None:
+    """megatron/microbatches.py, as initialize_megatron builds it (global_vars.py
+    _build_num_microbatches_calculator), then stepped over the batch ramp-up as the training loop
+    does (training.py update_num_microbatches(consumed, consistency_check=True)): each global
+    batch of the ramp must divide by micro batch x data parallel."""
+    from megatron.microbatches import build_num_microbatches_calculator
+
+    calculator = build_num_microbatches_calculator(args)
+    if getattr(args, "rampup_batch_size", None) is None:
+        return
+    consumed, steps = 0, 0
+    ramp_samples = int(args.rampup_batch_size[2])
+    while consumed <= ramp_samples and steps < 1000000:
+        calculator.update(consumed, True)
+        consumed += calculator.get_current_global_batch_size()
+        steps += 1
+
+
+def _split(args: Any) -> None:
+    """--split as the dataset build parses it (dataset_utils.get_train_valid_test_split_),
+    and a --data-path blend as it weighs it (get_datasets_weights_and_num_samples)."""
+    from megatron.data import dataset_utils
+
+    if getattr(args, "split", None):
+        dataset_utils.get_train_valid_test_split_(args.split, 1000)
+    prefixes = list(getattr(args, "data_path", None) or [])
+    if len(prefixes) > 1:
+        dataset_utils.get_datasets_weights_and_num_samples(prefixes, [1000, 100, 10])
+
+
+def _tokenizer_files(args: Any) -> List[str]:
+    names = ("vocab_file", "merge_file", "tokenizer_model")
+    return [str(getattr(args, n)) for n in names if getattr(args, n, None)]
+
+
+def _skip_tokenizer(args: Any, request: Mapping[str, Any]) -> str:
+    """The tokenizer reads its files: judged where they are (the head node), or when every file
+    the job names is readable here."""
+    if request.get("files_here"):
+        return ""
+    absent = [f for f in _tokenizer_files(args) if not os.path.isfile(f)]
+    if absent:
+        return "its files are not on this machine (%s); the head node's check reads them" % ", ".join(absent)
+    return ""
+
+
+def _tokenizer(args: Any) -> None:
+    """megatron/tokenizer/tokenizer.py build_tokenizer: the type's required files and the
+    padded vocabulary (make_vocab_size_divisible_by x TP)."""
+    from megatron.tokenizer import build_tokenizer
+
+    build_tokenizer(args)
+
+
+class _Stage:
+    def __init__(self, name: str, run_stage: Any, flags: Sequence[str], skip: Any = None) -> None:
+        self.name = name
+        self.run = run_stage
+        self.flags = tuple(flags)
+        self.skip = skip or (lambda args, request: "")
+
+
+# In the order pretrain() meets them: initialize_megatron builds the microbatch calculator and
+# the tokenizer (global_vars.set_global_variables), the data provider then parses the split.
+_STAGES = (
+    _Stage("microbatches", _microbatches, ("--rampup-batch-size", "--global-batch-size", "--micro-batch-size")),
+    _Stage("tokenizer", _tokenizer, ("--tokenizer-type",), _skip_tokenizer),
+    _Stage("data split", _split, ("--split", "--data-path")),
+)
+
+
 def run(request: Mapping[str, Any]) -> Dict[str, Any]:
     """Upstream's verdict on the job: ``ran`` (false with ``reason`` when upstream cannot be
-    imported here), ``findings``, ``data_parallel`` and the versions it ran."""
+    imported here), ``findings`` (each naming the options the job passed that the refusing line
+    reads), ``data_parallel``, the ``stages`` after validate_args that ran or were skipped and
+    why, and the versions it ran."""
+    result = _run(request)
+    argv = [str(a) for a in request.get("argv") or ()]
+    for item in result["findings"]:
+        item["reads"] = list(item.get("flags") or [])
+        item["flags"] = flags_as_passed(item["reads"], argv)
+    return result
+
+
+def _run(request: Mapping[str, Any]) -> Dict[str, Any]:
     megatron_dir = os.path.abspath(request["megatron_dir"])
-    result: Dict[str, Any] = {"ran": False, "reason": "", "findings": [], "data_parallel": None, "versions": {}}
+    result: Dict[str, Any] = {"ran": False, "reason": "", "findings": [], "data_parallel": None, "versions": {},
+                              "stages": []}
     os.environ.update({str(k): str(v) for k, v in (request.get("env") or {}).items()})
     os.environ["WORLD_SIZE"] = str(int(request["world_size"]))
     os.environ["RANK"] = "0"
@@ -274,6 +368,24 @@ def run(request: Mapping[str, Any]) -> Dict[str, Any]:
     if args is None:
         return result
     result["data_parallel"] = getattr(args, "data_parallel_size", None)
+    dest_to_flag = _dest_to_flag(seen.get("parser"))
+    for stage in _STAGES:
+        skipped = stage.skip(args, request)
+        if skipped:
+            result["stages"].append({"stage": stage.name, "ran": False, "reason": skipped})
+            continue
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                stage.run(args)
+        except Exception as exc:  # upstream's refusal at this stage of the start-up
+            item = _exception_finding("megatron", exc, roots, dest_to_flag)
+            item["stage"] = stage.name
+            # A line that reads locals (the split's parts) names no option: the stage's own do.
+            item["flags"] = item["flags"] or list(stage.flags)
+            result["findings"].append(item)
+            result["stages"].append({"stage": stage.name, "ran": True, "reason": ""})
+            return result  # the start-up stops at its first refusal; so does the oracle
+        result["stages"].append({"stage": stage.name, "ran": True, "reason": ""})
     ds_config = request.get("ds_config")
     if ds_config is None or not getattr(args, "deepspeed", False):
         return result

@@ -111,3 +111,23 @@ def test_era_mismatch(job_era, found, ds_version, ds_era, words):
 def test_checkout_era_of_a_real_checkout():
     with open(os.path.join(upstream_support.SOURCE, "megatron", "arguments.py"), encoding="utf-8") as handle:
         assert upstream.checkout_era(handle.read()) in ("head", "before_rebase")
+
+
+@pytest.mark.parametrize("result, said", [
+    ({"stages": [{"stage": "microbatches", "ran": True}, {"stage": "tokenizer", "ran": False, "reason": "no files"},
+                 {"stage": "data split", "ran": True}]},
+     ", then the start-up's microbatches, tokenizer (not run: no files), data split"),
+    ({"stages": []}, ""),
+    ({}, ""),
+])
+def test_stages_said(result, said):
+    assert upstream.stages_said(result) == said
+
+
+def test_a_start_up_refusal_names_its_stage_and_what_the_line_also_reads():
+    result = {"ran": True, "findings": [{"source": "megatron", "stage": "tokenizer", "message": "m",
+                                         "where": "megatron/tokenizer/tokenizer.py:40", "flags": ["--tokenizer-type"],
+                                         "reads": ["--vocab-size", "--tokenizer-type"]}]}
+    row = upstream.findings(result)[0]
+    assert row["check"] == "upstream: Megatron-DeepSpeed start-up (tokenizer) (megatron/tokenizer/tokenizer.py:40)"
+    assert row["found"] == "--tokenizer-type" and "(the line also reads --vocab-size)" in row["fix"]

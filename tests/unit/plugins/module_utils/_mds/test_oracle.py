@@ -188,7 +188,7 @@ def _swap(argv, flag, value):
     (SIM_ARGV, DS_CONFIG, 6, None),
     # validate_args: kv channels need heads to divide hidden (megatron/arguments.py:299 at 4efb479d)
     (_swap(SIM_ARGV, "--num-attention-heads", "5"), DS_CONFIG, 6,
-     ("megatron", "megatron/arguments.py:", ["--hidden-size", "--num-attention-heads", "--kv-channels"])),
+     ("megatron", "megatron/arguments.py:", ["--hidden-size", "--num-attention-heads"])),
     # the guide's --batch-size: argparse refuses a flag Megatron-DeepSpeed does not have
     (SIM_ARGV + ["--batch-size", "8"], DS_CONFIG, 6, ("megatron", "megatron/arguments.py", ["--batch-size"])),
     # TP 4 does not divide a world of 6
@@ -196,10 +196,25 @@ def _swap(argv, flag, value):
      ("megatron", "megatron/arguments.py:", ["--tensor-model-parallel-size"])),
     # the guard names its flag too: --fp16-lm-cross-entropy needs --fp16 (megatron/arguments.py:323-324)
     (SIM_ARGV + ["--fp16-lm-cross-entropy"], DS_CONFIG, 6,
-     ("megatron", "megatron/arguments.py:", ["--fp16", "--fp16-lm-cross-entropy"])),
+     ("megatron", "megatron/arguments.py:", ["--fp16-lm-cross-entropy"])),
+    # past validate_args: the ramp-up's first global batch of 4 does not divide by micro 1 x DP 6
+    # (megatron/microbatches.py, RampupBatchsizeNumMicroBatches)
+    # (ramp-up needs sample-based training: validate_args refuses it with --train-iters)
+    ([("--train-samples" if w == "--train-iters" else w) for w in _swap(SIM_ARGV, "--train-iters", "240")]
+     + ["--rampup-batch-size", "4", "4", "100"], DS_CONFIG, 6,
+     ("megatron", "megatron/microbatches.py:", ["--rampup-batch-size", "--global-batch-size", "--micro-batch-size"])),
+    # the tokenizer build: NullTokenizer needs --vocab-size (megatron/tokenizer/tokenizer.py)
+    ([w for i, w in enumerate(SIM_ARGV) if SIM_ARGV[i - 1 if i else 0] != "--vocab-size" and w != "--vocab-size"],
+     DS_CONFIG, 6, ("megatron", "megatron/tokenizer/tokenizer.py:", ["--tokenizer-type"])),
+    # the data split: all parts zero (megatron/data/dataset_utils.py get_train_valid_test_split_)
+    (SIM_ARGV + ["--split", "0,0,0"], DS_CONFIG, 6, ("megatron", "megatron/data/dataset_utils.py:", ["--split"])),
+    # a --data-path blend with an odd number of words
+    (SIM_ARGV + ["--data-path", "0.5", "/data/a_text_document", "/data/b_text_document"], DS_CONFIG, 6,
+     ("megatron", "megatron/data/dataset_utils.py:", ["--data-path"])),
     # DeepSpeed's batch arithmetic: 12 != 1 x 3 x 6
     (SIM_ARGV, dict(DS_CONFIG, gradient_accumulation_steps=3), 6, ("deepspeed", "deepspeed/runtime/config.py:", [])),
-], ids=["accepted", "heads", "batch-size flag", "tp", "fp16 guard", "ds batch"])
+], ids=["accepted", "heads", "batch-size flag", "tp", "fp16 guard", "rampup", "tokenizer", "split", "blend",
+        "ds batch"])
 def test_upstream_decides(argv, ds_config, world, found):
     request = {"megatron_dir": upstream.SOURCE, "argv": argv, "world_size": world, "ds_config": ds_config, "env": {}}
     proc = subprocess.run([upstream.PYTHON, oracle.__file__, oracle.encode_request(request)],
@@ -214,3 +229,15 @@ def test_upstream_decides(argv, ds_config, world, found):
     item = verdict["findings"][0]
     assert item["source"] == source and item["where"].startswith(where), item
     assert item["flags"] == flags and item["message"], item
+
+
+@pytest.mark.parametrize("flags, argv, passed", [
+    (["--hidden-size", "--num-attention-heads", "--kv-channels"], ["--hidden-size", "64", "--num-attention-heads", "5"],
+     ["--hidden-size", "--num-attention-heads"]),
+    (["--vocab-size", "--tokenizer-type"], ["--tokenizer-type=NullTokenizer"], ["--tokenizer-type"]),
+    # a default decided it: every option the line reads
+    (["--kv-channels"], ["--hidden-size", "64"], ["--kv-channels"]),
+    ([], ["--x"], []),
+])
+def test_flags_as_passed(flags, argv, passed):
+    assert oracle.flags_as_passed(flags, argv) == passed
