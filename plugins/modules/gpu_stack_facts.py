@@ -238,6 +238,37 @@ ansible_facts:
             source:
               description: C(/proc/driver/nvidia/version) or C(nvidia-smi).
               type: str
+        driver_stack:
+          description:
+            - What breaks a GPU node between two runs without a change of ours, read from files only
+              (C(_facts/driver_stack.py)). Null when it could not be read.
+          type: dict
+          contains:
+            userspace_version:
+              description: The user-space driver, from the file C(libnvidia-ml.so.1) resolves to; null without one.
+              type: str
+            userspace_library:
+              description: That library's path.
+              type: str
+            module_version:
+              description: The loaded kernel module's version (C(/sys/module/nvidia/version)); null when none is loaded.
+              type: str
+            running_kernel:
+              description: The running kernel release; null when the facts read another root.
+              type: str
+            next_kernel:
+              description: The newest kernel under C(/lib/modules), the one the boot loader defaults to after a kernel upgrade.
+              type: str
+            next_kernel_modules:
+              description: Whether that kernel's module tree holds C(nvidia) and C(nvidia_peermem) (module name -> bool).
+              type: dict
+            running_kernel_modules:
+              description: The same for the running kernel.
+              type: dict
+            peermem_symbol_errors:
+              description: The kernel log's C(disagrees about version of symbol) lines for nvidia-peermem, each once.
+              type: list
+              elements: str
         gpus:
           description: GPUs as nvidia-smi lists them.
           type: dict

@@ -223,3 +223,12 @@ def test_the_collections_library_is_installed_and_imports_with_the_nodes_python(
         "print(health.__file__)'" % LIBRARY)
     assert probe.rc == 0, probe.stderr
     assert probe.stdout.strip() == utils + "/_slurm/health.py"
+
+
+def test_unattended_upgrades_leave_the_gpu_stack_alone(host):
+    """apt itself reads the blacklist os_base wrote (roles/os_base/tasks/unattended.yml)."""
+    conf = host.file("/etc/apt/apt.conf.d/51megatron-unattended-upgrades")
+    assert conf.exists and conf.mode == 0o644 and conf.user == "root"
+    dump = host.check_output("apt-config dump Unattended-Upgrade::Package-Blacklist")
+    entries = re.findall(r'^Unattended-Upgrade::Package-Blacklist:: "(.*)";$', dump, re.M)
+    assert {"nvidia-", "libnvidia-", "cuda-", "libnccl", "linux-image-", "rdma-core"} <= set(entries), dump

@@ -34,6 +34,7 @@ import socket
 import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from . import driver_stack as _driver_stack
 from . import imports as _imports
 from . import integrity as _integrity
 from .host import Host, _cmd_error, _first_line
@@ -682,6 +683,9 @@ def collect(host: Host, venv: Optional[str] = None, megatron_dir: Optional[str] 
         "os": _guard(errors, "os", _empty("os"), collect_os, host),
         "python": stack["python"],
         "driver": driver,
+        # The running kernel is this process's only where the facts' root is the node's own.
+        "driver_stack": _guard(errors, "driver_stack", None, _driver_stack.collect_driver_stack, host.path,
+                               host.read_text, os.uname().release if host.path("/") == "/" else None),
         "gpus": gpus,
         "nvswitch": _guard(errors, "nvswitch", _empty("nvswitch"), collect_nvswitch, host),
         "fabric_manager": _guard(errors, "fabric_manager", _empty("fabric_manager"), collect_fabric_manager, host),

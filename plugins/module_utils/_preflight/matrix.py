@@ -459,6 +459,77 @@ def check_driver_lifecycle(ctx: _Context, node: str, facts: Mapping[str, Any]) -
     return _row(check, WARN, node, comp, shown, expected, "past end of life (no security fixes): " + move)
 
 
+# ---------------------------------------------------------------------------------------
+# What changes under a node between two runs (_facts/driver_stack.py)
+# ---------------------------------------------------------------------------------------
+_HOLD_FIX = ("then keep unattended upgrades off the driver (nvidia_driver_hold and os_base's "
+             "unattended-upgrades blacklist)")
+
+
+def check_driver_userspace(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Optional[Row]:
+    """The loaded kernel module against the user-space driver: after a package update replaced
+    the libraries under a loaded module, NVML fails with "Driver/library version mismatch"
+    until the module is reloaded."""
+    if not ctx.cuda:
+        return None
+    check, comp = "driver.userspace", "driver"
+    stack = _get(facts, "driver_stack") or {}
+    module = _text(stack.get("module_version")) if isinstance(stack, Mapping) else None
+    if module is None and _text(_get(facts, "driver", "source")) == "/proc/driver/nvidia/version":
+        module = _text(_get(facts, "driver", "version"))
+    user = _text(stack.get("userspace_version")) if isinstance(stack, Mapping) else None
+    if module is None or user is None:
+        return None  # no loaded module or no library: driver.version says so
+    found = "kernel module %s loaded, user-space %s (%s)" % (module, user, _show(stack.get("userspace_library")))
+    if module == user:
+        return _row(check, PASS, node, comp, found, "the same version")
+    return _row(check, FAIL, node, comp, found, "the same version",
+                "the user-space driver was replaced under the loaded module (NVML: Driver/library version "
+                "mismatch): reboot %s, or unload and reload the nvidia modules with no GPU process running; %s"
+                % (node, _HOLD_FIX))
+
+
+def check_next_boot(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Optional[Row]:
+    """The kernel the next boot runs has the driver's modules the running kernel has: a kernel
+    installed without its DKMS build boots without the driver (or without peermem)."""
+    if not ctx.cuda:
+        return None
+    check, comp = "driver.next_boot", "driver"
+    stack = _get(facts, "driver_stack") or {}
+    if not isinstance(stack, Mapping):
+        return None
+    running, newest = _text(stack.get("running_kernel")), _text(stack.get("next_kernel"))
+    now = stack.get("running_kernel_modules") or {}
+    then = stack.get("next_kernel_modules") or {}
+    if not running or not newest or not isinstance(now, Mapping) or not isinstance(then, Mapping):
+        return None
+    if newest == running:
+        return _row(check, PASS, node, comp, "runs its newest kernel %s" % running, "the next boot's kernel has the driver's modules")
+    lost = [name for name in ("nvidia", "nvidia_peermem") if now.get(name) and not then.get(name)]
+    found = "running %s; next boot %s has %s" % (
+        running, newest, ", ".join("%s %s" % (n, "yes" if then.get(n) else "no") for n in ("nvidia", "nvidia_peermem")))
+    if not lost:
+        return _row(check, PASS, node, comp, found, "the next boot's kernel has the driver's modules")
+    status = FAIL if "nvidia" in lost or ctx.options.get("infiniband_required") else WARN
+    return _row(check, status, node, comp, found, "%s built for %s too" % (" and ".join(lost), newest),
+                "%s would boot without %s: build it for that kernel before rebooting (dkms autoinstall -k %s, or "
+                "run %s again), or keep the running kernel (hold linux-image packages); %s"
+                % (node, " and ".join(lost), newest, _role("nvidia_driver"), _HOLD_FIX))
+
+
+def check_peermem_symbols(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Optional[Row]:
+    """nvidia-peermem refused by the kernel after an OFED/DOCA change ("disagrees about version
+    of symbol"): GPUDirect RDMA is off, and NCCL falls back to staging through host memory."""
+    stack = _get(facts, "driver_stack") or {}
+    errors = list(stack.get("peermem_symbol_errors") or []) if isinstance(stack, Mapping) else []
+    if not ctx.cuda or not errors:
+        return None
+    return _row("infiniband.peermem_symbols", FAIL if ctx.options.get("infiniband_required") else WARN, node,
+                "infiniband", "; ".join(errors[:3]), "nvidia-peermem built against the installed RDMA stack",
+                "rebuild nvidia-peermem against the installed OFED/DOCA on %s (reinstall the driver after the "
+                "RDMA stack, %s), then reload it; hold the RDMA packages with the driver's" % (node, _role("nvidia_driver")))
+
+
 def check_megatron(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
     check, comp = "megatron_deepspeed.present", "megatron_deepspeed"
     path = _text(_get(facts, "megatron_deepspeed", "path"))
@@ -597,6 +668,9 @@ def check_megatron_files(ctx: _Context, node: str, facts: Mapping[str, Any]) -> 
 MATRIX_CHECKS: Sequence[NodeCheck] = (
     check_gpus,
     check_driver,
+    check_driver_userspace,
+    check_next_boot,
+    check_peermem_symbols,
     check_gpu_arch,
     check_driver_lifecycle,
     check_fabric_manager,
