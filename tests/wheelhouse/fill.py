@@ -37,6 +37,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -102,9 +103,10 @@ def plan(profile_name: str, extra: Optional[List[str]] = None) -> Dict[str, Any]
     }
 
 
-def _pip(*args: str, env: Optional[Dict[str, str]] = None) -> None:
-    """pip of this interpreter, the command echoed first (with the variables ``env`` adds)."""
-    cmd = [sys.executable, "-m", "pip", "--disable-pip-version-check", *args]
+def _pip(*args: str, env: Optional[Dict[str, str]] = None, python: str = sys.executable) -> None:
+    """pip of ``python`` (this interpreter by default), the command echoed first (with the
+    variables ``env`` adds)."""
+    cmd = [python, "-m", "pip", "--disable-pip-version-check", *args]
     added = " ".join("%s=%s" % item for item in sorted((env or {}).items()))
     print("+ " + (added + " " if added else "") + " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True, env=dict(os.environ, **env) if env else None)
@@ -119,14 +121,17 @@ def _sdist_requirements(sdist: Path) -> List[str]:
     return [line.split("#")[0].strip() for line in text.splitlines() if line.split("#")[0].strip()]
 
 
-def prebuild_reason(profile: Dict[str, Any], python: str, torch_spec: str) -> Optional[str]:
+def prebuild_reason(profile: Dict[str, Any], python: str, torch_spec: str, venv_ok: bool = False) -> Optional[str]:
     """Why DeepSpeed cannot be prebuilt here for these nodes, or None: a CUDA profile (its ops
-    build on the node against its CUDA), another CPython, or another torch than the profile's."""
+    build on the node against its CUDA), another CPython, or another torch than the profile's
+    (unless ``venv_ok``: then a build venv gets the profile's torch from the wheelhouse)."""
     if profile.get("accelerator") != "cpu":
         return "a %s profile builds its ops on the node" % profile.get("accelerator")
     here = "%d.%d" % sys.version_info[:2]
     if here != python:
         return "this interpreter is CPython %s, the nodes' %s" % (here, python)
+    if venv_ok:
+        return None
     try:
         from importlib.metadata import version
         torch_here = version("torch")
@@ -138,13 +143,28 @@ def prebuild_reason(profile: Dict[str, Any], python: str, torch_spec: str) -> Op
     return None
 
 
-def prebuild_deepspeed(sdist: Path, dest: Path) -> Path:
-    """pip wheel of the DeepSpeed sdist against this interpreter's torch, with the shared-memory
+def prebuild_deepspeed(sdist: Path, dest: Path, python: str = sys.executable) -> Path:
+    """pip wheel of the DeepSpeed sdist against ``python``'s torch, with the shared-memory
     op compiled in (DS_ACCELERATOR=cpu, DS_BUILD_SHM_COMM=1)."""
     _pip("wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", str(dest), str(sdist),
          env={"DS_ACCELERATOR": "cpu", "DS_BUILD_OPS": "0", "DS_BUILD_SHM_COMM": "1",
-              "MAX_JOBS": os.environ.get("MAX_JOBS", "2")})
+              "MAX_JOBS": os.environ.get("MAX_JOBS", "2")}, python=python)
     return next(dest.glob(sdist.name.replace(".tar.gz", "") + "-*.whl"))
+
+
+def build_venv(dest: Path, torch_spec: str, sdist: Path, build: List[str]) -> Path:
+    """A throwaway venv with the profile's torch and DeepSpeed's build requirements, all from
+    the wheelhouse just filled (no index): the profile's torch is not this interpreter's (the
+    cpu-pypi profile's PyPI torch, say). The caller removes it: it is as large as a node's venv."""
+    import venv
+
+    where = dest.parent / (dest.name + ".build-venv")
+    shutil.rmtree(where, ignore_errors=True)
+    venv.EnvBuilder(with_pip=True).create(str(where))
+    python = str(where / "bin" / "python")
+    _pip("install", "--no-index", "--find-links", str(dest), torch_spec, *build, *_sdist_requirements(sdist),
+         python=python)
+    return where
 
 
 def fill(profile_name: str, python: str, dest: Path, torch_index_url: str = "",
@@ -160,7 +180,10 @@ def fill(profile_name: str, python: str, dest: Path, torch_index_url: str = "",
     wanted = p["pip_extra"] + p["requirements"] + p["build"] + [torch_spec] + vision + p["extra"]
     if profile["accelerator"] == "cuda":
         wanted.append("nvidia-ml-py")  # DeepSpeed's setup.py adds it when it sees CUDA
-    no_prebuild = prebuild_reason(profile, python, torch_spec)
+    # A torch other than this interpreter's is installed into a build venv for the prebuild.
+    in_venv = prebuild_reason(profile, python, torch_spec) is not None and \
+        prebuild_reason(profile, python, torch_spec, venv_ok=True) is None
+    no_prebuild = prebuild_reason(profile, python, torch_spec, venv_ok=True)
     request = {"profile": profile["name"], "python": python, "wanted": wanted,
                "deepspeed": p["deepspeed"], "constraints": p["constraints"], "platforms": PLATFORMS,
                "prebuilt_ops": [] if no_prebuild else ["SHM_COMM"]}
@@ -188,6 +211,12 @@ def fill(profile_name: str, python: str, dest: Path, torch_index_url: str = "",
         _pip(*args, *wanted)
         if no_prebuild:
             print("DeepSpeed stays an sdist (built on each node): %s" % no_prebuild)
+        elif in_venv:
+            where = build_venv(dest, torch_spec, sdist, p["build"])
+            try:
+                print("prebuilt %s" % prebuild_deepspeed(sdist, dest, str(where / "bin" / "python")).name)
+            finally:
+                shutil.rmtree(where, ignore_errors=True)
         else:
             print("prebuilt %s" % prebuild_deepspeed(sdist, dest).name)
 
