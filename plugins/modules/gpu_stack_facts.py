@@ -405,8 +405,10 @@ ansible_facts:
               description:
                 - The installed files against pip's C(RECORD) in the dist-info, with either O(python_probe);
                   every file listed with a size must exist with that size (missing, cut short or grown files),
-                  and a file written after pip wrote C(RECORD) must still have its recorded sha256 (a same-size
-                  edit). No process is started; an C(.egg-info) install has no RECORD.
+                  and a file written after pip wrote C(RECORD) (a newer mtime, or a newer ctime: an edit whose
+                  mtime was set back) must still have its recorded sha256 (a same-size edit). Byte code is judged
+                  by its source (pip compiles it again over a wheel's own C(.pyc)). No process is started; an
+                  C(.egg-info) install has no RECORD.
               type: dict
               contains:
                 source:
@@ -454,8 +456,10 @@ ansible_facts:
               description:
                 - The installed files against pip's C(RECORD) in the dist-info, with either O(python_probe);
                   every file listed with a size must exist with that size (missing, cut short or grown files),
-                  and a file written after pip wrote C(RECORD) must still have its recorded sha256 (a same-size
-                  edit). No process is started; an C(.egg-info) install has no RECORD.
+                  and a file written after pip wrote C(RECORD) (a newer mtime, or a newer ctime: an edit whose
+                  mtime was set back) must still have its recorded sha256 (a same-size edit). Byte code is judged
+                  by its source (pip compiles it again over a wheel's own C(.pyc)). No process is started; an
+                  C(.egg-info) install has no RECORD.
               type: dict
               contains:
                 source:
@@ -540,8 +544,10 @@ ansible_facts:
               description:
                 - The installed files against pip's C(RECORD) in the dist-info, with either O(python_probe);
                   every file listed with a size must exist with that size (missing, cut short or grown files),
-                  and a file written after pip wrote C(RECORD) must still have its recorded sha256 (a same-size
-                  edit). No process is started; an C(.egg-info) install has no RECORD.
+                  and a file written after pip wrote C(RECORD) (a newer mtime, or a newer ctime: an edit whose
+                  mtime was set back) must still have its recorded sha256 (a same-size edit). Byte code is judged
+                  by its source (pip compiles it again over a wheel's own C(.pyc)). No process is started; an
+                  C(.egg-info) install has no RECORD.
               type: dict
               contains:
                 source:
@@ -612,6 +618,33 @@ ansible_facts:
                 unhashed:
                   description: Files written after the install left unhashed by the per-call budget.
                   type: int
+            unowned:
+              description:
+                - What Python runs or imports from the venv's site-packages that no distribution's record owns
+                  (a C(RECORD) line, or an C(.egg-info)'s C(installed-files.txt) and C(top_level.txt)); null
+                  without a venv.
+              type: dict
+              contains:
+                count:
+                  description: How many such entries there are.
+                  type: int
+                entries:
+                  description: The first twenty.
+                  type: list
+                  elements: dict
+                  contains:
+                    path:
+                      description: Its node path.
+                      type: str
+                    kind:
+                      description:
+                        - C(pth) (site.py runs its C(import) lines at every interpreter start and adds its other
+                          lines to C(sys.path)), C(startup) (C(sitecustomize), C(usercustomize): imported at every
+                          start), C(module) or C(package) (importable by its name).
+                      type: str
+                    detail:
+                      description: What Python does with it, for example C(1 import line(s) run at every interpreter start: import os; ...).
+                      type: str
         infiniband:
           description: RDMA devices from C(/sys/class/infiniband) and GPUDirect modules from C(/proc/modules).
           type: dict

@@ -102,12 +102,13 @@ def _sha256(path: str) -> Optional[bytes]:
 
 
 def check_record(read_bytes: Callable[[str], Optional[bytes]], real: Callable[[str], str], meta_dir: str,
-                 budget: Optional[List[int]] = None) -> Dict[str, Any]:
+                 budget: Optional[List[int]] = None, paths: Optional[List[str]] = None) -> Dict[str, Any]:
     """The files of the distribution whose metadata directory is ``meta_dir`` (a node path)
     against its RECORD. ``read_bytes`` reads a node path, ``real`` maps one to the path to stat
     (the node's own path on a real node, a path under the test tree in tests). ``budget``: a
     one-item list of the bytes left to hash, shared by the calls of one facts run (default
-    :data:`HASH_BUDGET` for this call alone).
+    :data:`HASH_BUDGET` for this call alone). ``paths``, when given, receives every path RECORD
+    lists (what the distribution owns, for _site_code), so RECORD is read once per facts call.
 
     An ``.egg-info`` has no RECORD (setup.py install): nothing to check, no error. A
     ``.dist-info`` without one is an error: pip always writes it.
@@ -130,6 +131,8 @@ def check_record(read_bytes: Callable[[str], Optional[bytes]], real: Callable[[s
     site = os.path.dirname(meta_dir.rstrip("/"))
     base = real(site)
     for path, digest, size in parse_record_entries(data.decode("utf-8", "replace")):
+        if paths is not None:
+            paths.append(path)
         if size is None:
             continue
         result["checked"] += 1

@@ -260,7 +260,7 @@ def test_a_package_installed_twice_shows_both_versions(tmp_path):
 
 def test_no_venv_gives_empty_packages(tmp_path):
     stack = gf.collect_python_stack(host(tmp_path), "/venv", [], "files")
-    assert stack["packages"] == {"installed": {}, "files": ig.empty()}
+    assert stack["packages"] == {"installed": {}, "files": ig.empty(), "unowned": None}
 
 
 # --------------------------------------------------------------------------- git's index
