@@ -8,8 +8,8 @@ Runs inside gpu_stack_facts (standard library only, Python 3.8+, no process star
 * a pip distribution: every file its ``RECORD`` lists with a size (pip writes path, sha256 and
   size for each file it installs) must exist with that size, and a file modified after the
   install must still have its recorded sha256. pip writes RECORD last, so a file whose mtime is
-  newer than RECORD's, or whose inode changed (ctime) after RECORD's, was written afterwards; only
-  those are hashed (up to :data:`HASH_BUDGET` bytes per call), the rest is one stat each, cheap
+  newer than RECORD's, or whose inode changed (ctime) more than :data:`CTIME_SLACK` after
+  RECORD's, was written afterwards; only those are hashed (up to :data:`HASH_BUDGET` bytes per call), the rest is one stat each, cheap
   even for the ~45,000 files of a training venv. So a file that is missing, cut short, grown, or
   edited to other bytes of the same length is found, also when the edit set the mtime back
   (``touch -r``): no user call sets a ctime. Byte code (``.pyc``) is judged by its source
@@ -48,6 +48,11 @@ SHOWN = 5
 # Bytes a RECORD check may hash per call (all distributions of a venv together): a venv copied
 # without its mtimes makes every file "newer", and hashing gigabytes would stall the facts call.
 HASH_BUDGET = 512 * 1024 * 1024
+# Seconds a file's ctime may pass RECORD's before the file is hashed. A recursive chown or chmod of
+# the venv (python_env hands an existing tree to the training user) moves every inode's ctime,
+# RECORD's within the same walk; without this slack every later facts call would hash those files
+# again, up to the budget. An edit made later than that after the install is still hashed.
+CTIME_SLACK = 120.0
 # A RECORD or an index larger than this is not read (torch's RECORD is about 2 MB).
 _MAX_READ = 64 * 1024 * 1024
 
@@ -102,13 +107,15 @@ def _sha256(path: str) -> Optional[bytes]:
 
 
 def check_record(read_bytes: Callable[[str], Optional[bytes]], real: Callable[[str], str], meta_dir: str,
-                 budget: Optional[List[int]] = None, paths: Optional[List[str]] = None) -> Dict[str, Any]:
+                 budget: Optional[List[int]] = None, paths: Optional[List[str]] = None,
+                 ctime_slack: float = CTIME_SLACK) -> Dict[str, Any]:
     """The files of the distribution whose metadata directory is ``meta_dir`` (a node path)
     against its RECORD. ``read_bytes`` reads a node path, ``real`` maps one to the path to stat
     (the node's own path on a real node, a path under the test tree in tests). ``budget``: a
     one-item list of the bytes left to hash, shared by the calls of one facts run (default
     :data:`HASH_BUDGET` for this call alone). ``paths``, when given, receives every path RECORD
     lists (what the distribution owns, for _site_code), so RECORD is read once per facts call.
+    ``ctime_slack``: see :data:`CTIME_SLACK`.
 
     An ``.egg-info`` has no RECORD (setup.py install): nothing to check, no error. A
     ``.dist-info`` without one is an error: pip always writes it.
@@ -124,7 +131,7 @@ def check_record(read_bytes: Callable[[str], Optional[bytes]], real: Callable[[s
     left = budget if budget is not None else [HASH_BUDGET]
     try:
         record_stat = os.stat(real(record))
-        installed: Optional[Tuple[float, float]] = (record_stat.st_mtime, record_stat.st_ctime)
+        installed: Optional[Tuple[float, float]] = (record_stat.st_mtime, record_stat.st_ctime + ctime_slack)
     except OSError:
         installed = None
     # Paths in RECORD are relative to site-packages (the dist-info's parent); scripts use '../../../bin/x'.
