@@ -109,6 +109,22 @@ options:
         module runs as root. Default is the user the module runs as.
       - Sweeping as another user needs root on the node (C(become=true)).
     type: str
+  training_user:
+    description:
+      - The user the ranks run as. Its C(~/.ssh/environment) and C(~/.bashrc) (home from C(/etc/passwd))
+        are read for C(nccl_env), beside C(/etc/environment) and C(/etc/bash.bashrc). Omit to read only
+        those two and the launcher's files.
+    type: str
+  nccl_env_file:
+    description:
+      - The launcher's file of NCCL variables (the nccl role writes it; C(megatron_job_nccl_env_file)),
+        read for C(nccl_env) after the user's files. Omit to leave it out.
+    type: path
+  nccl_env_dir:
+    description:
+      - The directory of further C(*.env) files of NCCL variables (the infiniband role's), read in name
+        order after O(nccl_env_file).
+    type: path
   root:
     description:
       - Path prefix under which every file is read, and every toolkit binary is looked up and run.
@@ -452,8 +468,10 @@ ansible_facts:
               description:
                 - The installed files against pip's C(RECORD) in the dist-info, with either O(python_probe);
                   every file listed with a size must exist with that size (missing, cut short or grown files),
-                  and a file written after pip wrote C(RECORD) must still have its recorded sha256 (a same-size
-                  edit). No process is started; an C(.egg-info) install has no RECORD.
+                  and a file written after pip wrote C(RECORD) (a newer mtime, or a newer ctime as after an edit whose
+                  mtime was set back) must still have its recorded sha256 (a same-size edit). Byte code is judged
+                  by its source (pip compiles it again over a wheel's own C(.pyc)). No process is started; an
+                  C(.egg-info) install has no RECORD.
               type: dict
               contains:
                 source:
@@ -501,8 +519,10 @@ ansible_facts:
               description:
                 - The installed files against pip's C(RECORD) in the dist-info, with either O(python_probe);
                   every file listed with a size must exist with that size (missing, cut short or grown files),
-                  and a file written after pip wrote C(RECORD) must still have its recorded sha256 (a same-size
-                  edit). No process is started; an C(.egg-info) install has no RECORD.
+                  and a file written after pip wrote C(RECORD) (a newer mtime, or a newer ctime as after an edit whose
+                  mtime was set back) must still have its recorded sha256 (a same-size edit). Byte code is judged
+                  by its source (pip compiles it again over a wheel's own C(.pyc)). No process is started; an
+                  C(.egg-info) install has no RECORD.
               type: dict
               contains:
                 source:
@@ -613,8 +633,10 @@ ansible_facts:
               description:
                 - The installed files against pip's C(RECORD) in the dist-info, with either O(python_probe);
                   every file listed with a size must exist with that size (missing, cut short or grown files),
-                  and a file written after pip wrote C(RECORD) must still have its recorded sha256 (a same-size
-                  edit). No process is started; an C(.egg-info) install has no RECORD.
+                  and a file written after pip wrote C(RECORD) (a newer mtime, or a newer ctime as after an edit whose
+                  mtime was set back) must still have its recorded sha256 (a same-size edit). Byte code is judged
+                  by its source (pip compiles it again over a wheel's own C(.pyc)). No process is started; an
+                  C(.egg-info) install has no RECORD.
               type: dict
               contains:
                 source:
@@ -685,6 +707,58 @@ ansible_facts:
                 unhashed:
                   description: Files written after the install left unhashed by the per-call budget.
                   type: int
+            unowned:
+              description:
+                - What Python runs or imports from the venv's site-packages that no distribution's record owns
+                  (a C(RECORD) line, or an C(.egg-info)'s C(installed-files.txt) and C(top_level.txt)); null
+                  without a venv.
+              type: dict
+              contains:
+                count:
+                  description: How many such entries there are.
+                  type: int
+                entries:
+                  description: The first twenty.
+                  type: list
+                  elements: dict
+                  contains:
+                    path:
+                      description: Its node path.
+                      type: str
+                    kind:
+                      description:
+                        - C(pth) (site.py runs its C(import) lines at every interpreter start and adds its other
+                          lines to C(sys.path)), C(startup) (C(sitecustomize) or C(usercustomize), imported at every
+                          start), C(module) or C(package) (importable by its name).
+                      type: str
+                    detail:
+                      description: "What Python does with it, for example C(1 import line(s) run at every interpreter start: import os; ...)."
+                      type: str
+        nccl_env:
+          description:
+            - The C(NCCL_*) variables a rank gets on this node, from files read without running them, in the
+              order they apply (C(/etc/environment), the training user's C(~/.ssh/environment),
+              C(/etc/bash.bashrc), its C(~/.bashrc), then O(nccl_env_file) and O(nccl_env_dir)C(/*.env)).
+              Nothing but C(NCCL_*) assignments is kept.
+          type: dict
+          contains:
+            user:
+              description: O(training_user).
+              type: str
+            values:
+              description: Each variable's last value.
+              type: dict
+              sample: {"NCCL_IB_HCA": "=mlx5_0:1", "NCCL_SOCKET_IFNAME": "eth1"}
+            sources:
+              description: The file that set each variable last.
+              type: dict
+            read:
+              description: The files that exist and were read.
+              type: list
+              elements: str
+            error:
+              description: Why the user's files could not be read, or null.
+              type: str
         infiniband:
           description: RDMA devices from C(/sys/class/infiniband) and GPUDirect modules from C(/proc/modules).
           type: dict
@@ -832,6 +906,9 @@ ARGUMENT_SPEC = dict(
     root=dict(type="path", default="/"),
     timeout=dict(type="int", default=120),
     converge_dir=dict(type="path"),
+    training_user=dict(type="str"),
+    nccl_env_file=dict(type="path"),
+    nccl_env_dir=dict(type="path"),
 )
 
 
@@ -846,7 +923,8 @@ def main() -> None:
                     disk_paths=params["disk_paths"], ssh_user=params["ssh_user"],
                     python_probe=params["python_probe"], ssh_sweep_user=params["ssh_sweep_user"],
                     ssh_sweep_targets=params["ssh_sweep_targets"], megatron_entry=params["megatron_entry"],
-                    accelerator=params["accelerator"])
+                    accelerator=params["accelerator"], training_user=params["training_user"],
+                    nccl_env_file=params["nccl_env_file"], nccl_env_dir=params["nccl_env_dir"])
     if params["converge_dir"]:
         # Files a stamp names are node paths: under O(root) like every other path read here.
         facts["converge"] = _stamps.read_stamps(host.path(params["converge_dir"]),

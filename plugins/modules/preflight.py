@@ -106,6 +106,14 @@ options:
       - Largest clock offset accepted on a node, in milliseconds.
     type: float
     default: 100
+  allowed_unowned:
+    description:
+      - Names in a venv's site-packages that no pip RECORD owns but the site put there on purpose (a
+        C(.pth) of its own). C(packages.unowned) fails on every other C(.pth), C(sitecustomize),
+        C(usercustomize), module or package there that no RECORD owns, naming the node and the file.
+    type: list
+    elements: str
+    default: []
   ssh_reachable:
     description:
       - Node name to whether the head node reached it by ssh as the training user, either a boolean or

@@ -112,6 +112,7 @@ class Drift:
     restore: Callable[[Cluster, str], None]
     playbook: bool = False  # True: playbooks/preflight.yml; False: gate.yml
     profile: str = "cpu"  # the profile whose verdict must catch it (gate.yml runs)
+    exactly: bool = False  # True: no check but ``checks`` may newly fail (no false finding beside them)
 
 
 def _site_packages(cluster: Cluster, node: str) -> str:
@@ -261,13 +262,43 @@ def _numpy_core(cluster: Cluster, node: str) -> str:
 
 
 # numpy: `pip install numpy==<other>` on one node (a package outside torch and DeepSpeed).
-def _numpy_version(key: str) -> Callable[[Cluster, str], None]:
+# compile=True: a clean install as an operator types it, pip compiling the byte code (issue 40:
+# a .pyc the wheel lists in RECORD then differs from it, and must not read as damage).
+def _numpy_version(key: str, compile: bool = False) -> Callable[[Cluster, str], None]:
     def change(cluster: Cluster, node: str) -> None:
         version = cluster.stack[key] if key.startswith("preflight_drift_") else key
         wheel = _wheel(cluster, node, "numpy-%s-cp311-*.whl" % version)
-        cluster.sh(node, "%s/bin/pip install --quiet --no-deps --no-index --no-compile %s" % (cluster.venv, wheel))
+        cluster.sh(node, "%s/bin/pip install --quiet --no-deps --no-index %s %s" % (
+            cluster.venv, "" if compile else "--no-compile", wheel))
 
     return change
+
+
+# Code in site-packages that no RECORD owns (issue 40): Python runs it at every start.
+def _site_file(name: str, content: str) -> Tuple[Callable[[Cluster, str], None], Callable[[Cluster, str], None]]:
+    def apply(cluster: Cluster, node: str) -> None:
+        cluster.write(node, _site_packages(cluster, node) + "/" + name, content)
+
+    def restore(cluster: Cluster, node: str) -> None:
+        cluster.sh(node, "rm -f %s/%s" % (_site_packages(cluster, node), name))
+
+    return apply, restore
+
+
+PTH_ADDED = _site_file("zz-drift.pth", "import os; os.environ.setdefault('NCCL_ALGO', 'Tree')\n")
+SITECUSTOMIZE_ADDED = _site_file("sitecustomize.py", "import os\nos.environ['NCCL_IB_DISABLE'] = '1'\n")
+
+# NCCL settings appended to one node's nccl.env (issue 40), restored from the stash after.
+NCCL_ENV = "/etc/megatron/nccl.env"
+
+
+def _nccl_env_append(cluster: Cluster, node: str) -> None:
+    cluster.sh(node, "mkdir -p %s /etc/megatron && (cp -p %s %s/nccl.env 2>/dev/null || true) && "
+                     "printf 'NCCL_IB_DISABLE=1\\nNCCL_ALGO=Tree\\n' >> %s" % (STASH, NCCL_ENV, STASH, NCCL_ENV))
+
+
+def _nccl_env_restore(cluster: Cluster, node: str) -> None:
+    cluster.sh(node, "if [ -e %s/nccl.env ]; then mv %s/nccl.env %s; else rm -f %s; fi" % (STASH, STASH, NCCL_ENV, NCCL_ENV))
 
 
 # torch: a shared library cut short (a full disk during an install, a copy stopped half way).
@@ -280,6 +311,9 @@ CHECKOUT_EDITED = _damage(_checkout_file, "sed -i 's/Stand-in/Stand-ON/' {path} 
 DEEPSPEED_SAME_SIZE = _damage(_deepspeed_engine, "sed -i 's/def forward(/def forwarx(/' {path}")
 # numpy's core extension cut short: a package other than torch, DeepSpeed and apex (issue 25).
 NUMPY_CUT = _damage(_numpy_core, "truncate -s 4096 {path}")
+# DeepSpeed: the same-size edit with its mtime restored (`touch -r`): only the inode's ctime tells (issue 40).
+DEEPSPEED_MTIME_RESTORED = _damage(
+    _deepspeed_engine, "sed -i 's/def forward(/def forwarx(/' {path} && touch -r %s/damaged-file {path}" % STASH)
 
 CUDA = "cu117"
 DRIFTS = [
@@ -307,6 +341,14 @@ DRIFTS = [
     Drift("numpy-core-cut-short", 2, "packages", ("packages.files",), *NUMPY_CUT),
     Drift("numpy-version", 1, "packages", ("same.packages",),
           _numpy_version("preflight_drift_numpy_drift"), _numpy_version("2.4.6")),
+    # issue 40: the venv as Python loads it
+    Drift("numpy-clean-install", 1, "packages", ("same.packages",),
+          _numpy_version("preflight_drift_numpy_drift", compile=True), _numpy_version("2.4.6", compile=True),
+          exactly=True),
+    Drift("deepspeed-edit-mtime-restored", 2, "deepspeed", ("deepspeed.files",), *DEEPSPEED_MTIME_RESTORED),
+    Drift("pth-added", 1, "venv", ("venv.unowned_code",), *PTH_ADDED),
+    Drift("sitecustomize-added", 2, "venv", ("venv.unowned_code",), *SITECUSTOMIZE_ADDED),
+    Drift("nccl-env-one-node", 2, "nccl", ("same.nccl_env",), _nccl_env_append, _nccl_env_restore),
 ]
 
 
@@ -340,6 +382,8 @@ def test_drift_fails_naming_the_node_and_the_component(cluster: Cluster, clean_p
     assert {row.node for row in new} == {node}, "failures on nodes that did not change:\n" + shown
     assert drift.component in {row.component for row in new}, shown
     assert set(drift.checks) <= {row.check for row in new}, shown
+    if drift.exactly:
+        assert {row.check for row in new} == set(drift.checks), "a finding beside the expected ones:\n" + shown
     # The output a person reads names them too, one FAIL line per check with node and component.
     shown_lines = [line.strip() for line in output.splitlines()]
     for row in new:

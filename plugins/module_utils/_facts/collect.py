@@ -62,6 +62,7 @@ from .parsers import (
     parse_ulimit_l,
     summarize_gpus,
 )
+from .nccl_env import collect_nccl_env
 from .python_stack import PYTHON_PROBES, _empty_python_stack, collect_python_stack, empty_packages
 
 
@@ -623,6 +624,7 @@ _EMPTY: Dict[str, Any] = {
     "memlock": {"current": None, "hard": None, "container": None, "noninteractive_ssh": None,
                 "noninteractive_ssh_error": None},
     "clock": {"synchronized": None, "offset_ms": None, "source": None},
+    "nccl_env": {"user": None, "values": {}, "sources": {}, "read": [], "error": "failed"},
 }
 
 
@@ -662,9 +664,12 @@ def collect(host: Host, venv: Optional[str] = None, megatron_dir: Optional[str] 
             disk_paths: Sequence[str] = (), ssh_user: Optional[str] = None,
             python_probe: str = "files", ssh_sweep_user: Optional[str] = None,
             ssh_sweep_targets: Sequence[str] = (), megatron_entry: str = "pretrain_gpt.py",
-            accelerator: str = "cuda") -> Dict[str, Any]:
+            accelerator: str = "cuda", training_user: Optional[str] = None,
+            nccl_env_file: Optional[str] = None, nccl_env_dir: Optional[str] = None) -> Dict[str, Any]:
     """Every fact of the gpu_stack_facts contract for this node (and ``ssh_sweep`` when targets
-    are given: the head node of playbooks/preflight.yml)."""
+    are given: the head node of playbooks/preflight.yml). ``nccl_env``: the NCCL_* variables a rank
+    of ``training_user`` gets from its shell files and the launcher's ``nccl_env_file`` and
+    ``nccl_env_dir`` (see _nccl_env)."""
     if python_probe not in PYTHON_PROBES:
         raise ValueError("python_probe is %r; expected one of %s" % (python_probe, ", ".join(PYTHON_PROBES)))
     errors: List[str] = []
@@ -702,6 +707,8 @@ def collect(host: Host, venv: Optional[str] = None, megatron_dir: Optional[str] 
         "memlock": _guard(errors, "memlock", _empty("memlock"), collect_memlock, host, ssh_user, errors),
         "disk": _guard(errors, "disk", {}, collect_disk, host, list(disk_paths or [])),
         "clock": _guard(errors, "clock", _empty("clock"), collect_clock, host),
+        "nccl_env": _guard(errors, "nccl_env", _empty("nccl_env"), collect_nccl_env, host, training_user,
+                           nccl_env_file, nccl_env_dir),
     }
     if sweep is not None:
         facts["ssh_sweep"] = _guard(errors, "ssh_sweep", {"user": sweep.user, "nodes": [], "error": "failed"},

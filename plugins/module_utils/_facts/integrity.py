@@ -8,10 +8,13 @@ Runs inside gpu_stack_facts (standard library only, Python 3.8+, no process star
 * a pip distribution: every file its ``RECORD`` lists with a size (pip writes path, sha256 and
   size for each file it installs) must exist with that size, and a file modified after the
   install must still have its recorded sha256. pip writes RECORD last, so a file whose mtime is
-  newer than RECORD's was written afterwards; only those are hashed (up to
-  :data:`HASH_BUDGET` bytes per call), the rest is one stat each, cheap even for the ~45,000 files
-  of a training venv. So a file that is missing, cut short, grown, or edited to other bytes of
-  the same length is found. What escapes is an edit that also sets the mtime back.
+  newer than RECORD's, or whose inode changed (ctime) more than :data:`CTIME_SLACK` after
+  RECORD's, was written afterwards; only those are hashed (up to :data:`HASH_BUDGET` bytes per call), the rest is one stat each, cheap
+  even for the ~45,000 files of a training venv. So a file that is missing, cut short, grown, or
+  edited to other bytes of the same length is found, also when the edit set the mtime back
+  (``touch -r``): no user call sets a ctime. Byte code (``.pyc``) is judged by its source
+  (:func:`pyc_verdict`): pip compiles it again on install, so a ``.pyc`` a wheel shipped in its
+  RECORD may legitimately differ from it.
 * a git checkout: every tracked file in git's index (``.git/index``, which records each file's
   size, mtime and blob id at checkout) must exist with the recorded size and type. A file
   whose mtime differs from the index (or is too recent for the index to vouch for it, as
@@ -45,6 +48,11 @@ SHOWN = 5
 # Bytes a RECORD check may hash per call (all distributions of a venv together): a venv copied
 # without its mtimes makes every file "newer", and hashing gigabytes would stall the facts call.
 HASH_BUDGET = 512 * 1024 * 1024
+# Seconds a file's ctime may pass RECORD's before the file is hashed. A recursive chown or chmod of
+# the venv (python_env hands an existing tree to the training user) moves every inode's ctime,
+# RECORD's within the same walk; without this slack every later facts call would hash those files
+# again, up to the budget. An edit made later than that after the install is still hashed.
+CTIME_SLACK = 120.0
 # A RECORD or an index larger than this is not read (torch's RECORD is about 2 MB).
 _MAX_READ = 64 * 1024 * 1024
 
@@ -99,12 +107,15 @@ def _sha256(path: str) -> Optional[bytes]:
 
 
 def check_record(read_bytes: Callable[[str], Optional[bytes]], real: Callable[[str], str], meta_dir: str,
-                 budget: Optional[List[int]] = None) -> Dict[str, Any]:
+                 budget: Optional[List[int]] = None, paths: Optional[List[str]] = None,
+                 ctime_slack: float = CTIME_SLACK) -> Dict[str, Any]:
     """The files of the distribution whose metadata directory is ``meta_dir`` (a node path)
     against its RECORD. ``read_bytes`` reads a node path, ``real`` maps one to the path to stat
     (the node's own path on a real node, a path under the test tree in tests). ``budget``: a
     one-item list of the bytes left to hash, shared by the calls of one facts run (default
-    :data:`HASH_BUDGET` for this call alone).
+    :data:`HASH_BUDGET` for this call alone). ``paths``, when given, receives every path RECORD
+    lists (what the distribution owns, for _site_code), so RECORD is read once per facts call.
+    ``ctime_slack``: see :data:`CTIME_SLACK`.
 
     An ``.egg-info`` has no RECORD (setup.py install): nothing to check, no error. A
     ``.dist-info`` without one is an error: pip always writes it.
@@ -119,13 +130,16 @@ def check_record(read_bytes: Callable[[str], Optional[bytes]], real: Callable[[s
     result.update(hashed=0, unhashed=0)
     left = budget if budget is not None else [HASH_BUDGET]
     try:
-        installed = os.stat(real(record)).st_mtime
+        record_stat = os.stat(real(record))
+        installed: Optional[Tuple[float, float]] = (record_stat.st_mtime, record_stat.st_ctime + ctime_slack)
     except OSError:
         installed = None
     # Paths in RECORD are relative to site-packages (the dist-info's parent); scripts use '../../../bin/x'.
     site = os.path.dirname(meta_dir.rstrip("/"))
     base = real(site)
     for path, digest, size in parse_record_entries(data.decode("utf-8", "replace")):
+        if paths is not None:
+            paths.append(path)
         if size is None:
             continue
         result["checked"] += 1
@@ -136,9 +150,11 @@ def check_record(read_bytes: Callable[[str], Optional[bytes]], real: Callable[[s
             _add(result, "%s: missing" % path)
             continue
         if found.st_size != size:
-            _add(result, "%s: %d bytes, RECORD says %d" % (path, found.st_size, size))
+            if not _pyc_fine(full):
+                _add(result, "%s: %d bytes, RECORD says %d" % (path, found.st_size, size))
             continue
-        if digest is None or installed is None or found.st_mtime <= installed:
+        # An edit whose mtime was set back still moved the inode's ctime past RECORD's.
+        if digest is None or installed is None or (found.st_mtime <= installed[0] and found.st_ctime <= installed[1]):
             continue
         # Written after pip wrote RECORD: only the content can say whether it changed.
         if left[0] < size:
@@ -146,9 +162,81 @@ def check_record(read_bytes: Callable[[str], Optional[bytes]], real: Callable[[s
             continue
         left[0] -= size
         result["hashed"] += 1
-        if _sha256(full) != digest:
+        if _sha256(full) != digest and not _pyc_fine(full):
             _add(result, "%s: same size, other content than RECORD's sha256 (modified after the install)" % path)
     return result
+
+
+# --------------------------------------------------------------------------- byte code
+# PEP 552: magic (4 bytes), flags (4, little endian), then either the source's mtime and size
+# (4 + 4, each modulo 2**32) or, with flag bit 0, an 8-byte SipHash of the source (bit 1: Python
+# checks it against the source at import; without it Python trusts the .pyc as it is).
+_PYC_HEADER = struct.Struct("<4sIII")
+_PYC_HASHED, _PYC_CHECK_SOURCE = 1, 2
+
+
+def pyc_source(path: str) -> Optional[str]:
+    """The source a ``.pyc`` was compiled from: ``pkg/__pycache__/mod.cpython-311.pyc`` ->
+    ``pkg/mod.py`` (PEP 3147), a legacy ``pkg/mod.pyc`` -> ``pkg/mod.py``; None for other names."""
+    if not path.endswith(".pyc"):
+        return None
+    directory, name = os.path.split(path)
+    if os.path.basename(directory) == "__pycache__":
+        return os.path.join(os.path.dirname(directory), name.split(".", 1)[0] + ".py")
+    return path[:-1]
+
+
+def _source_hash(magic: bytes, source: bytes) -> Optional[bytes]:
+    """The SipHash Python keys with the .pyc's own magic (importlib.util.source_hash uses the
+    running interpreter's magic, which differs when the module runs on another Python)."""
+    try:
+        import _imp  # CPython's own; what importlib.util.source_hash calls
+        return _imp.source_hash(int.from_bytes(magic, "little"), source)  # type: ignore[attr-defined]
+    except (ImportError, AttributeError, TypeError, ValueError):
+        return None
+
+
+def pyc_verdict(path: str) -> str:
+    """What Python does with the ``.pyc`` at ``path`` (a real path):
+
+    * ``fresh``: its header matches the current source (mtime and size, or the source's hash);
+      the byte code is what Python compiles from that source;
+    * ``stale``: it does not match, and Python compiles the source again rather than run it;
+    * ``runs-stale``: a hash-based .pyc Python does not check (``unchecked-hash``) whose hash is
+      not the source's: Python runs it as it is;
+    * ``no-source``: no source beside it (Python then runs a legacy .pyc as it is), or the header
+      does not read.
+    """
+    source = pyc_source(path)
+    try:
+        with open(path, "rb") as handle:
+            header = handle.read(_PYC_HEADER.size)
+        info = os.stat(source) if source else None
+    except OSError:
+        return "no-source"
+    if info is None or len(header) < _PYC_HEADER.size:
+        return "no-source"
+    magic, flags, first, second = _PYC_HEADER.unpack(header)
+    if not flags & _PYC_HASHED:
+        fresh = first == int(info.st_mtime) & 0xFFFFFFFF and second == info.st_size & 0xFFFFFFFF
+        return "fresh" if fresh else "stale"
+    try:
+        with open(source, "rb") as handle:  # type: ignore[arg-type]
+            actual = _source_hash(magic, handle.read())
+    except OSError:
+        return "no-source"
+    if actual is None:
+        return "fresh"  # this interpreter cannot compute it; the source itself is checked by RECORD
+    if actual == header[8:16]:
+        return "fresh"
+    return "stale" if flags & _PYC_CHECK_SOURCE else "runs-stale"
+
+
+def _pyc_fine(full: str) -> bool:
+    """Whether a .pyc that differs from RECORD is no damage: pip compiles byte code again after
+    unpacking a wheel (the header carries the source's new mtime), so a .pyc the wheel listed may
+    differ after a clean install. It counts only where Python would run it without its source."""
+    return full.endswith(".pyc") and pyc_verdict(full) in ("fresh", "stale")
 
 
 # --------------------------------------------------------------------------- git's index

@@ -17,6 +17,7 @@ import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import integrity as _integrity
+from . import site_code as _site_code
 from .host import Host, _first_line
 from .parsers import (
     _version_key,
@@ -466,7 +467,7 @@ CHECKED_DISTRIBUTIONS = ("torch", "deepspeed", "apex")
 
 
 def empty_packages(error: Optional[str] = None) -> Dict[str, Any]:
-    return {"installed": {}, "files": _integrity.empty(error=error)}
+    return {"installed": {}, "files": _integrity.empty(error=error), "unowned": None}
 
 
 def add_installed_files(venv: "_Venv", facts: Dict[str, Any]) -> None:
@@ -477,19 +478,30 @@ def add_installed_files(venv: "_Venv", facts: Dict[str, Any]) -> None:
     * ``packages``: ``installed`` (every distribution's normalized name -> version, the set the
       preflight compares across nodes; a name installed twice gives both versions, comma
       separated) and ``files``, every other distribution's check in one, each problem prefixed
-      with ``name version:``.
+      with ``name version:``; ``unowned``, the code in site-packages that no distribution's
+      record owns (_site_code), from the RECORDs read here.
     """
     budget = [_integrity.HASH_BUDGET]
     installed: Dict[str, str] = {}
     others = _integrity.empty("every pip RECORD of the venv but torch, deepspeed and apex")
     others.update(hashed=0, unhashed=0, distributions=0, bad_distributions=[])
     own = dict((_dist_key(name), name) for name in CHECKED_DISTRIBUTIONS)
+    owned: Dict[str, set] = {}
     for key in sorted(venv.dists):
         found = venv.dists[key]
         versions = sorted(set(version for _path, version in found))
         installed[key] = ",".join(versions)
         meta_dir, version = found[0]
-        result = _integrity.check_record(venv.host.read_bytes, venv.host.path, meta_dir, budget)
+        paths: List[str] = []
+        result = _integrity.check_record(venv.host.read_bytes, venv.host.path, meta_dir, budget, paths)
+        site, meta_name = meta_dir.rsplit("/", 1)
+        owned.setdefault(site, set()).update(_site_code.record_top_level(paths) | {meta_name})
+        for other_meta, _other_version in found[1:]:
+            # A second install of one name (an interrupted upgrade) owns its files too.
+            other_site, other_name = other_meta.rsplit("/", 1)
+            text = (venv.host.read_text(other_meta + "/RECORD") or "") if other_name.endswith(".dist-info") else ""
+            owned.setdefault(other_site, set()).update(
+                _site_code.record_top_level(p for p, _size in _integrity.parse_record(text)) | {other_name})
         if key in own:
             facts[own[key]]["files"] = result
             continue
@@ -508,4 +520,5 @@ def add_installed_files(venv: "_Venv", facts: Dict[str, Any]) -> None:
                 others["bad"].append("%s %s: %s" % (key, version, line))
     for name in CHECKED_DISTRIBUTIONS:
         facts[name].setdefault("files", _integrity.empty())
-    facts["packages"] = {"installed": installed, "files": others}
+    facts["packages"] = {"installed": installed, "files": others,
+                         "unowned": _site_code.unowned_code(venv.host, venv.sites, owned)}

@@ -130,6 +130,7 @@ def cross_node_rows(ctx: _Context) -> List[Row]:
                 fix += " (decide which value is right and apply it everywhere)"
             rows.append(_row(check, FAIL, node, comp, value, want, fix))
     rows.extend(package_rows(ctx))
+    rows.extend(nccl_env_rows(ctx))
     return rows
 
 
@@ -188,6 +189,64 @@ def package_rows(ctx: _Context) -> List[Row]:
         fix += ", or run %s on %s, which installs the pinned set" % (_role("python_env"), node)
         rows.append(_row(check, FAIL, node, comp, "%d package(s) differ: %s" % (len(items), shown),
                          "the same name==version set on all nodes", fix))
+    return rows
+
+
+_UNSET = "unset"
+# How many differing variables a same.nccl_env row spells out.
+_NCCL_SHOWN = 6
+
+
+def _others(values: "OrderedDict[str, str]", node: str) -> str:
+    """'unset on node1, node2; Tree on node4': the other nodes grouped by value."""
+    grouped: "OrderedDict[str, List[str]]" = OrderedDict()
+    for other, value in values.items():
+        if other != node:
+            grouped.setdefault(value, []).append(other)
+    return "; ".join("%s on %s" % (value, ", ".join(nodes)) for value, nodes in grouped.items())
+
+
+def nccl_env_rows(ctx: _Context) -> List[Row]:
+    """same.nccl_env: every node gives its ranks the same NCCL_* variables (gpu_stack_facts'
+    nccl_env: the training user's shell files and the launcher's files). NCCL reads its settings
+    from the environment alone, so a variable set on one node only (NCCL_IB_DISABLE=1,
+    NCCL_ALGO=Tree) makes that node's ranks pick another transport or algorithm, and collectives
+    across the nodes hang or slow down without an error. Each differing node is named with the
+    key, its value there and where it was set, and the value on the others."""
+    check, comp = "same.nccl_env", "nccl"
+    envs: "OrderedDict[str, Mapping[str, Any]]" = OrderedDict()
+    for node, facts in ctx.nodes.items():
+        env = _get(facts, "nccl_env")
+        if isinstance(env, Mapping) and isinstance(env.get("values"), Mapping):
+            envs[node] = env
+    if not envs:
+        return [_row(check, SKIP, ALL_NODES, comp, fix="no node reported its NCCL environment (an older collection)")]
+    keys = sorted(set(str(key) for env in envs.values() for key in env["values"]))
+    differ: Dict[str, List[str]] = dict((node, []) for node in envs)
+    for key in keys:
+        values: "OrderedDict[str, str]" = OrderedDict(
+            (node, _text(env["values"].get(key)) if key in env["values"] else _UNSET) for node, env in envs.items())
+        if len(set(values.values())) == 1:
+            continue
+        _expected, odd = _majority(values)
+        for node in odd:
+            where = _text((envs[node].get("sources") or {}).get(key)) if values[node] != _UNSET else None
+            there = "%s=%s (%s)" % (key, values[node], where) if where else "%s %s" % (key, values[node])
+            differ[node].append("%s; the others: %s" % (there, _others(values, node)))
+    rows: List[Row] = []
+    expected = "the same NCCL_* variables on all nodes"
+    for node, env in envs.items():
+        items = differ[node]
+        if not items:
+            rows.append(_row(check, PASS, node, comp, "%d NCCL_* variable(s)" % len(env["values"]), expected))
+            continue
+        shown = " | ".join(items[:_NCCL_SHOWN])
+        if len(items) > _NCCL_SHOWN:
+            shown += " | ... (%d more)" % (len(items) - _NCCL_SHOWN)
+        fix = ("make the NCCL_* variables on %s match the other nodes: set a cluster-wide value in nccl_env (the nccl "
+               "role writes it to every node's nccl.env) and remove node-local ones from the file named; files read: %s"
+               % (node, ", ".join(str(p) for p in (env.get("read") or [])) or "none"))
+        rows.append(_row(check, FAIL, node, comp, "%d NCCL_* variable(s) differ: %s" % (len(items), shown), expected, fix))
     return rows
 
 

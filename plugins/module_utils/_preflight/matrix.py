@@ -650,6 +650,45 @@ def check_packages_files(ctx: _Context, node: str, facts: Mapping[str, Any]) -> 
     return _files_row(ctx, node, facts, "packages.files", "packages", PIP_RECORD, PIP_EXPECTED, fix)
 
 
+# Names the collection itself puts into site-packages without a RECORD: python_env's fused-ops
+# hook (roles/python_env/tasks/fused_ops.yml; pip cannot install a .pth from a pyproject build),
+# and the helper virtualenv and uv write into every venv they create.
+COLLECTION_UNOWNED = ("megatron_ds_fused_ops.pth", "_virtualenv.pth", "_virtualenv.py")
+# How many files a venv.unowned_code row names.
+SHOWN_UNOWNED = 5
+
+
+def check_unowned_code(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
+    """Code in site-packages that no installer's record owns (gpu_stack_facts' packages.unowned):
+    a .pth runs its import lines in every rank's interpreter, sitecustomize at every start, a stray
+    module shadows or adds an import; none of it is in any version or RECORD comparison. Its own
+    check id: no role removes such a file, so the converge plan must not run python_env for it."""
+    check, comp = "venv.unowned_code", "venv"
+    unowned = _get(facts, "packages", "unowned")
+    if not isinstance(unowned, Mapping):
+        return _row(check, SKIP, node, comp, fix="gpu_stack_facts did not list site-packages (no venv, or an older collection)")
+    allowed = set(COLLECTION_UNOWNED) | set(str(name) for name in (ctx.options.get("allowed_unowned") or []))
+    entries = [e for e in (unowned.get("entries") or []) if isinstance(e, Mapping)]
+    listed = len(entries)
+    bad = [e for e in entries if str(e.get("path") or "").rsplit("/", 1)[-1] not in allowed]
+    # Entries past the facts' list are counted only: they fail too, as nothing says they are allowed.
+    more = max(0, (_int(unowned.get("count")) or 0) - listed)
+    expected = "only files pip installed in site-packages (or named in preflight_allowed_unowned)"
+    if not bad and not more:
+        shown = ", ".join(str(e.get("path") or "").rsplit("/", 1)[-1] for e in entries)
+        return _row(check, PASS, node, comp, "nothing outside a RECORD" + (" but the allowed %s" % shown if shown else ""),
+                    expected)
+    found = "; ".join("%s (%s: %s)" % (e.get("path"), e.get("kind"), e.get("detail")) for e in bad[:SHOWN_UNOWNED])
+    if len(bad) + more > SHOWN_UNOWNED:
+        found += "; ... (%d more)" % (len(bad) + more - min(len(bad), SHOWN_UNOWNED))
+    paths = " ".join("'%s'" % e.get("path") for e in bad[:SHOWN_UNOWNED]) or (
+        "<the files beyond the facts' list: ls %s/lib/python3*/site-packages>" % (_text(_get(facts, "venv")) or "<venv>"))
+    fix = ("find out who put them there, then remove them on %s (rm -r %s); a .pth of the site's own: add "
+           "its name to preflight_allowed_unowned" % (node, paths))
+    return _row(check, FAIL, node, comp, "%d file(s) no RECORD owns that Python runs or imports: %s"
+                % (len(bad) + more, found), expected, fix)
+
+
 def check_megatron_files(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
     path = _text(_get(facts, "megatron_deepspeed", "path")) or "<checkout>"
     source = _text(_get(facts, "megatron_deepspeed", "files", "source")) or ""
@@ -689,6 +728,7 @@ MATRIX_CHECKS: Sequence[NodeCheck] = (
     check_apex,
     check_apex_files,
     check_packages_files,
+    check_unowned_code,
     check_megatron,
     check_trainer_imports,
     check_megatron_files,

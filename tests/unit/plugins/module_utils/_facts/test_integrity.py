@@ -12,6 +12,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -48,9 +49,9 @@ def host(root: Path) -> gf.Host:
     return gf.Host(root=str(root), run=lambda argv, timeout: (127, "", "no process may run"), timeout=5)
 
 
-def check(root: Path, meta_dir: str) -> Dict:
+def check(root: Path, meta_dir: str, ctime_slack: float = ig.CTIME_SLACK) -> Dict:
     h = host(root)
-    return ig.check_record(h.read_bytes, h.path, meta_dir)
+    return ig.check_record(h.read_bytes, h.path, meta_dir, ctime_slack=ctime_slack)
 
 
 TORCH_FILES = {
@@ -75,9 +76,15 @@ def _same_size(path: Path) -> None:
 
 
 def _same_size_old_mtime(path: Path) -> None:
-    """The same edit with the file's mtime set back before the install: the one edit that escapes."""
+    """The same edit with the file's mtime set back before the install (``touch -r``): its inode's
+    ctime still moves, and no user call sets that back."""
     _same_size(path)
     os.utime(str(path), (1000000000, 1000000000))
+
+
+def _chmod_only(path: Path) -> None:
+    """The mode changed, the bytes did not: the ctime moves, the file is hashed and found whole."""
+    path.chmod(0o600)
 
 
 def _remove(path: Path) -> None:
@@ -92,20 +99,36 @@ def _remove(path: Path) -> None:
     # Other bytes of the same length, written after pip wrote RECORD: the file is hashed.
     (_same_size, "torch/lib/libtorch_cpu.so",
      "torch/lib/libtorch_cpu.so: same size, other content than RECORD's sha256 (modified after the install)"),
-    # ... unless its mtime was set back to before the install: only files written later are hashed.
-    (_same_size_old_mtime, "torch/lib/libtorch_cpu.so", None),
+    # ... also when its mtime was set back to before the install: the ctime is newer than RECORD's.
+    (_same_size_old_mtime, "torch/lib/libtorch_cpu.so",
+     "torch/lib/libtorch_cpu.so: same size, other content than RECORD's sha256 (modified after the install)"),
+    (_chmod_only, "torch/lib/libtorch_cpu.so", None),
 ])
 def test_record_sizes_see_missing_cut_and_grown_files(tmp_path, damage, rel, problem):
     meta = pip_install(tmp_path, "torch", "2.13.0", TORCH_FILES)
     whole = check(tmp_path, meta)
     assert whole == {"source": meta + "/RECORD", "checked": 5, "bad_count": 0, "bad": [], "error": None,
                      "hashed": 0, "unhashed": 0}
+    # The kernel stamps ctimes from its coarse clock (a few ms): a change in the same tick as the
+    # install would carry RECORD's own ctime.
+    time.sleep(0.05)
     damage(Path(os.path.normpath(str(tmp_path) + SITE + "/" + rel)))
-    result = check(tmp_path, meta)
+    # No slack: the damage follows the install within milliseconds here, not minutes as on a node.
+    result = check(tmp_path, meta, ctime_slack=0)
     assert result["checked"] == 5  # the four files and METADATA (RECORD and byte code carry no size)
     assert result["bad"] == ([problem] if problem else [])
     assert result["bad_count"] == (1 if problem else 0)
-    assert result["hashed"] == (1 if damage is _same_size else 0)
+    assert result["hashed"] == (1 if damage in (_same_size, _same_size_old_mtime, _chmod_only) else 0)
+
+
+def test_a_chown_right_after_the_install_is_not_hashed_again(tmp_path):
+    """A recursive chown or chmod of the venv moves every ctime, RECORD's in the same walk: within
+    the slack those files are not hashed on every later facts call."""
+    meta = pip_install(tmp_path, "torch", "2.13.0", TORCH_FILES)
+    for rel in TORCH_FILES:
+        os.chmod(os.path.normpath(str(tmp_path) + SITE + "/" + rel), 0o640)
+    assert check(tmp_path, meta)["hashed"] == 0
+    assert check(tmp_path, meta, ctime_slack=-1)["hashed"] == 5  # without it: the four files and METADATA
 
 
 def test_hashing_stays_within_the_budget(tmp_path):
@@ -248,7 +271,7 @@ def test_a_package_installed_twice_shows_both_versions(tmp_path):
 
 def test_no_venv_gives_empty_packages(tmp_path):
     stack = gf.collect_python_stack(host(tmp_path), "/venv", [], "files")
-    assert stack["packages"] == {"installed": {}, "files": ig.empty()}
+    assert stack["packages"] == {"installed": {}, "files": ig.empty(), "unowned": None}
 
 
 # --------------------------------------------------------------------------- git's index
@@ -450,3 +473,128 @@ def test_a_tree_with_neither_git_nor_a_marker_is_not_checked(tmp_path):
 ])
 def test_manifest_round_trip(entries):
     assert ig.parse_manifest(ig.format_manifest(entries)) == entries
+
+
+# --------------------------------------------------------------------------- byte code by its source
+def _pyc_for(source: Path, pyc: Path, mode: str, compiled_as: Optional[str] = None) -> None:
+    """Byte code of ``source`` written to ``pyc`` the way py_compile writes it; ``compiled_as``: the
+    source path baked into the code object (a wheel built elsewhere names its build tree)."""
+    import py_compile
+    kinds = {"timestamp": py_compile.PycInvalidationMode.TIMESTAMP,
+             "checked-hash": py_compile.PycInvalidationMode.CHECKED_HASH,
+             "unchecked-hash": py_compile.PycInvalidationMode.UNCHECKED_HASH}
+    pyc.parent.mkdir(parents=True, exist_ok=True)
+    py_compile.compile(str(source), cfile=str(pyc), dfile=compiled_as, doraise=True, invalidation_mode=kinds[mode])
+
+
+def _edit_source_after(site: Path) -> None:
+    """The source changes after its byte code was written: same size, new mtime."""
+    source = site / "pkg/mod.py"
+    source.write_bytes(source.read_bytes().replace(b"1", b"2"))
+    os.utime(str(source), (4000000000, 4000000000))
+
+
+PYC = "pkg/__pycache__/mod.cpython-311.pyc"
+
+
+@pytest.mark.parametrize("mode, after, verdict, reported", [
+    # pip compiled the source again on install: the header matches the .py, so no damage.
+    ("timestamp", None, "fresh", False),
+    ("checked-hash", None, "fresh", False),
+    ("unchecked-hash", None, "fresh", False),
+    # the source changed since: Python compiles it again rather than run this byte code
+    ("timestamp", _edit_source_after, "stale", False),
+    ("checked-hash", _edit_source_after, "stale", False),
+    # ... except byte code Python never checks: it runs as it is, so it is reported
+    ("unchecked-hash", _edit_source_after, "runs-stale", True),
+    # no source beside it: a legacy sourceless .pyc runs as it is
+    ("timestamp", lambda site: (site / "pkg/mod.py").unlink(), "no-source", True),
+])
+def test_byte_code_is_judged_by_its_source(tmp_path, mode, after, verdict, reported):
+    """The RECORD of a wheel that ships its byte code (built elsewhere, so the code object names
+    another path and the size differs) after pip compiled the source again on install."""
+    site = tmp_path / SITE.lstrip("/")
+    build = tmp_path / "build"
+    (build / "pkg").mkdir(parents=True)
+    (build / "pkg/mod.py").write_bytes(b"VALUE = 1\n")
+    _pyc_for(build / "pkg/mod.py", build / PYC, mode, compiled_as="/home/builder/src/a/long/build/path/pkg/mod.py")
+    meta = pip_install(tmp_path, "pkg", "1.0", {"pkg/mod.py": b"VALUE = 1\n", PYC: (build / PYC).read_bytes()})
+    _pyc_for(site / "pkg/mod.py", site / PYC, mode)  # what pip's compile step writes over it
+    assert (site / PYC).stat().st_size != (build / PYC).stat().st_size
+    if after:
+        after(site)
+    assert ig.pyc_verdict(str(site / PYC)) == verdict
+    result = check(tmp_path, meta)
+    pyc_lines = [line for line in result["bad"] if line.startswith(PYC)]
+    assert bool(pyc_lines) is reported
+    if reported:
+        assert pyc_lines == ["%s: %d bytes, RECORD says %d" % (PYC, (site / PYC).stat().st_size,
+                                                               (build / PYC).stat().st_size)]
+
+
+@pytest.mark.parametrize("path, source", [
+    ("pkg/__pycache__/mod.cpython-311.pyc", "pkg/mod.py"),
+    ("pkg/__pycache__/mod.cpython-311.opt-1.pyc", "pkg/mod.py"),
+    ("pkg/mod.pyc", "pkg/mod.py"),
+    ("pkg/mod.py", None),
+])
+def test_pyc_source(path, source):
+    assert ig.pyc_source(path) == source
+
+
+def _wheel(directory: Path, version: str) -> Path:
+    """A real wheel of 'tinypkg' that ships byte code compiled in another tree, as some published
+    wheels do: its RECORD lists the .pyc with the build's size and sha256."""
+    import py_compile
+    import sys
+    import zipfile
+    tag = "cpython-%d%d" % sys.version_info[:2]
+    source = ("VERSION = %r\n" % version).encode()
+    build = directory / ("build-" + version)
+    (build / "tinypkg").mkdir(parents=True)
+    (build / "tinypkg/__init__.py").write_bytes(source)
+    pyc = "tinypkg/__pycache__/__init__.%s.pyc" % tag
+    py_compile.compile(str(build / "tinypkg/__init__.py"), cfile=str(build / pyc), doraise=True,
+                       dfile="/opt/wheel-builder/a/much/longer/path/than/a/venv/tinypkg/__init__.py")
+    dist = "tinypkg-%s.dist-info" % version
+    files = {
+        "tinypkg/__init__.py": source,
+        pyc: (build / pyc).read_bytes(),
+        dist + "/METADATA": ("Metadata-Version: 2.1\nName: tinypkg\nVersion: %s\n" % version).encode(),
+        dist + "/WHEEL": b"Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = "".join(_record_line(path, content) for path, content in files.items()) + dist + "/RECORD,,\n"
+    wheel = directory / ("tinypkg-%s-py3-none-any.whl" % version)
+    with zipfile.ZipFile(str(wheel), "w") as archive:
+        for path, content in files.items():
+            archive.writestr(path, content)
+        archive.writestr(dist + "/RECORD", record)
+    return wheel
+
+
+def test_a_clean_pip_install_of_another_version_is_not_damage(tmp_path):
+    """Issue #40's false failure, reproduced with pip itself: install 2.2.6, then a clean
+    `pip install` of 2.1.3. pip compiles the byte code again over the wheel's own .pyc and keeps
+    the wheel's size and sha256 for it in RECORD; the .pyc matches its source, so it is no damage."""
+    import sys
+    pip = [sys.executable, "-m", "pip"]
+    if subprocess.run(pip + ["--version"], capture_output=True, check=False).returncode != 0:
+        pytest.skip("needs pip")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
+    python = tmp_path / "venv/bin/python"
+    for version in ("2.2.6", "2.1.3"):
+        done = subprocess.run(pip + ["--python", str(python), "install", "--no-index", "--no-deps",
+                                     "--disable-pip-version-check", "-q", str(_wheel(tmp_path, version))],
+                              capture_output=True, text=True, check=False)
+        if done.returncode and "no such option: --python" in done.stderr:
+            pytest.skip("pip older than 22.3 has no --python")
+        assert done.returncode == 0, done.stderr
+    series = "python%d.%d" % sys.version_info[:2]
+    meta = "/venv/lib/%s/site-packages/tinypkg-2.1.3.dist-info" % series
+    record = (tmp_path / meta.lstrip("/") / "RECORD").read_text()
+    pyc = [line for line in record.splitlines() if ".pyc," in line and not line.endswith(",,")]
+    assert pyc, "pip kept the wheel's own line for its .pyc: %s" % record  # the case of the issue
+    assert not (tmp_path / ("venv/lib/%s/site-packages/tinypkg-2.2.6.dist-info" % series)).exists()
+    h = host(tmp_path)
+    result = ig.check_record(h.read_bytes, h.path, meta)
+    assert result["bad"] == [] and result["error"] is None and result["checked"] >= 3

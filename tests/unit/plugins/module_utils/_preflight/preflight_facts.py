@@ -101,6 +101,9 @@ def make_node(profile_name: str, hostname: str) -> Dict[str, Any]:
                           "ninja": "1.13.2", "typing_extensions": "4.16.0"},
             "files": dict(whole(6154, "every pip RECORD of the venv but torch, deepspeed and apex"),
                           hashed=0, unhashed=0, distributions=4, bad_distributions=[]),
+            # python_env's own .pth (no RECORD owns it), allowed by the preflight
+            "unowned": {"count": 1, "entries": [{"path": venv + "/lib/python3/site-packages/megatron_ds_fused_ops.pth",
+                                                 "kind": "pth", "detail": "1 import line(s) run at every interpreter start"}]},
         },
         "infiniband": {
             "hcas": [
@@ -116,6 +119,11 @@ def make_node(profile_name: str, hostname: str) -> Dict[str, Any]:
         "memlock": {"current": "unlimited", "noninteractive_ssh": "unlimited"},
         "disk": {"/shared": {"free_bytes": 2 * 10**12, "exists": True}},
         "clock": {"synchronized": True, "offset_ms": 0.4, "source": "chrony"},
+        # what the nccl and infiniband roles write, the same on every node
+        "nccl_env": {"user": "megatron", "values": {"NCCL_DEBUG": "WARN", "NCCL_IB_HCA": "=mlx5_0:1"},
+                     "sources": {"NCCL_DEBUG": "/etc/megatron/nccl.env", "NCCL_IB_HCA": "/etc/megatron/nccl.d/infiniband.env"},
+                     "read": ["/etc/environment", "/home/megatron/.bashrc", "/etc/megatron/nccl.env",
+                              "/etc/megatron/nccl.d/infiniband.env"], "error": None},
     }
     return facts
 

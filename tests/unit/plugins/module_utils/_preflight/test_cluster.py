@@ -314,3 +314,57 @@ def test_memlock_fix_in_a_container_names_the_runtime(container, hard, container
         assert "--ulimit memlock=-1:-1" in row.fix and "os_base" not in row.fix
     else:
         assert "megatron_ds.cluster.os_base" in row.fix and "container" not in row.fix
+
+
+NCCL_ENV = "/etc/megatron/nccl.env"
+
+
+def _set_nccl(cluster, node, key, value, source=NCCL_ENV):
+    env = cluster[node]["nccl_env"]
+    if value is None:
+        del env["values"][key], env["sources"][key]
+    else:
+        env["values"][key], env["sources"][key] = value, source
+
+
+@pytest.mark.parametrize("changes, failing, words", [
+    # the same variables everywhere: every node passes
+    ([], set(), []),
+    # the drift: two settings appended to one node's nccl.env
+    ([("node3", "NCCL_IB_DISABLE", "1"), ("node3", "NCCL_ALGO", "Tree")], {"node3"},
+     ["2 NCCL_* variable(s) differ", "NCCL_ALGO=Tree (/etc/megatron/nccl.env); the others: unset on node1, node2",
+      "NCCL_IB_DISABLE=1 (/etc/megatron/nccl.env); the others: unset on node1, node2"]),
+    # a value that differs, set in the training user's ~/.bashrc
+    ([("node2", "NCCL_DEBUG", "INFO", "/home/megatron/.bashrc")], {"node2"},
+     ["NCCL_DEBUG=INFO (/home/megatron/.bashrc); the others: WARN on node1, node3"]),
+    # a key missing on one node: that node is named, with the value on the others
+    ([("node1", "NCCL_IB_HCA", None)], {"node1"}, ["NCCL_IB_HCA unset; the others: =mlx5_0:1 on node2, node3"]),
+])
+def test_nccl_environment_is_the_same_on_every_node(changes, failing, words):
+    cluster = make_cluster("cu117")
+    for change in changes:
+        _set_nccl(cluster, *change)
+    rows = [row for row in run(cluster) if row.check == "same.nccl_env"]
+    assert {row.node for row in rows if row.status == pf.FAIL} == failing
+    assert {row.node for row in rows if row.status == pf.PASS} == set(NODES) - failing
+    for row in rows:
+        if row.status == pf.FAIL:
+            assert row.component == "nccl" and all(w in row.found for w in words), row.found
+            assert row.node in row.fix and "nccl_env" in row.fix and NCCL_ENV in row.fix
+
+
+def test_nccl_environment_without_a_majority_names_every_node():
+    cluster = make_cluster("cu117")
+    for node, value in zip(NODES, ("Ring", "Tree", "CollnetDirect")):
+        _set_nccl(cluster, node, "NCCL_ALGO", value)
+    rows = [row for row in run(cluster) if row.check == "same.nccl_env"]
+    assert [row.status for row in rows] == [pf.FAIL] * 3
+    assert "NCCL_ALGO=Ring (/etc/megatron/nccl.env); the others: Tree on node2; CollnetDirect on node3" in rows[0].found
+
+
+def test_nccl_environment_of_older_facts_is_skipped():
+    cluster = make_cluster("cu117")
+    for node in NODES:
+        del cluster[node]["nccl_env"]
+    rows = [row for row in run(cluster) if row.check == "same.nccl_env"]
+    assert [(row.status, row.node) for row in rows] == [(pf.SKIP, pf.ALL_NODES)]

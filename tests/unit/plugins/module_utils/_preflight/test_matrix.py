@@ -412,3 +412,43 @@ def test_driver_lifecycle_defaults_to_today():
         facts["driver"]["version"] = facts["fabric_manager"]["version"] = "515.65.01"
     row = row_for(run(cluster, "cu117", options), "driver.lifecycle", "node1")
     assert row.status == pf.WARN and row.expected.startswith("a branch NVIDIA still supports on ")
+
+
+SITE = "/opt/megatron/venv/lib/python3/site-packages"
+
+
+@pytest.mark.parametrize("entries, count, allowed, status, found_words", [
+    # python_env's own hook only: passes, saying which allowed files are there
+    ([("megatron_ds_fused_ops.pth", "pth")], None, [], pf.PASS, ["but the allowed megatron_ds_fused_ops.pth"]),
+    ([], None, [], pf.PASS, ["nothing outside a RECORD"]),
+    # the issue's drift: a .pth and a sitecustomize.py, each named with its path and what Python does with it
+    ([("zz-drift.pth", "pth"), ("sitecustomize.py", "startup")], None, [], pf.FAIL,
+     ["2 file(s)", SITE + "/zz-drift.pth (pth: ", SITE + "/sitecustomize.py (startup: "]),
+    ([("patch_torch.py", "module")], None, [], pf.FAIL, [SITE + "/patch_torch.py (module: "]),
+    # a site's own .pth, allowed by name
+    ([("site-paths.pth", "pth")], None, ["site-paths.pth"], pf.PASS, ["but the allowed site-paths.pth"]),
+    # ... but only that name
+    ([("site-paths.pth", "pth"), ("evil.pth", "pth")], None, ["site-paths.pth"], pf.FAIL, ["1 file(s)", "/evil.pth"]),
+    # more than the facts list: counted, not allowed
+    ([("site-paths.pth", "pth")], 30, ["site-paths.pth"], pf.FAIL, ["29 file(s)", "... (29 more)"]),
+])
+def test_code_no_record_owns_fails_naming_node_and_file(entries, count, allowed, status, found_words):
+    cluster = make_cluster("cpu")
+    cluster["node2"]["packages"]["unowned"] = {
+        "count": len(entries) if count is None else count,
+        "entries": [{"path": SITE + "/" + name, "kind": kind, "detail": "what Python does"} for name, kind in entries]}
+    options = dict(full_options("cpu"), allowed_unowned=allowed)
+    rows = run(cluster, "cpu", options)
+    row = row_for(rows, "venv.unowned_code", "node2")
+    assert (row.status, row.component) == (status, "venv")
+    assert all(words in row.found for words in found_words), row.found
+    if status == pf.FAIL:
+        assert "node2" in row.fix and "preflight_allowed_unowned" in row.fix and "rm -r " in row.fix
+        assert ("rm -r '%s/" % SITE in row.fix) is (count is None)
+    assert row_for(rows, "venv.unowned_code", "node1").status == pf.PASS
+
+
+def test_unowned_code_skips_facts_without_the_list():
+    cluster = make_cluster("cpu")
+    del cluster["node2"]["packages"]["unowned"]
+    assert row_for(run(cluster, "cpu"), "venv.unowned_code", "node2").status == pf.SKIP
