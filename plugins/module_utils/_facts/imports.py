@@ -217,10 +217,12 @@ def site_names(site_dirs: Iterable[str], listdir: Callable[[str], List[str]]) ->
     names: Set[str] = set()
     for folder in site_dirs:
         for entry in listdir(folder):
-            if entry.endswith((".dist-info", ".egg-info", ".pth")) or entry.startswith("."):
-                continue
-            stem = entry.split(".", 1)[0]
-            if stem and stem.isidentifier():
+            stem, dot, rest = entry.partition(".")
+            # A package directory has no dot; a module is name.py, name.pyc or an extension
+            # (name.so, name.cpython-311-x86_64-linux-gnu.so). auditwheel's name.libs,
+            # name.dist-info and name.data hold no importable name.
+            importable = not dot or rest in ("py", "pyc") or rest.endswith((".so", ".pyd")) or rest == "so"
+            if importable and stem.isidentifier():
                 names.add(stem)
     return names
 

@@ -133,8 +133,10 @@ def test_closure_is_bounded(tmp_path):
 
 @pytest.mark.parametrize("entries, expected", [
     (["torch", "torch-2.13.0.dist-info", "six.py", "yaml", "_yaml", "regex", "x.pth", ".hidden",
-      "PIL", "numpy.libs", "google", "_cffi_backend.cpython-311-x86_64-linux-gnu.so"],
-     {"torch", "six", "yaml", "_yaml", "regex", "PIL", "numpy", "google", "_cffi_backend"}),
+      "PIL", "numpy.libs", "google", "_cffi_backend.cpython-311-x86_64-linux-gnu.so", "old.pyc"],
+     {"torch", "six", "yaml", "_yaml", "regex", "PIL", "google", "_cffi_backend", "old"}),
+    # a removed torchvision leaves auditwheel's torchvision.libs behind: not importable
+    (["torchvision.libs", "torchvision-0.29.1.dist-info", "torchvision.data"], set()),
     ([], set()),
 ])
 def test_site_names(entries, expected):
