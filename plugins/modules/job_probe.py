@@ -91,6 +91,24 @@ options:
         pid (C(alive) while it is pending or running).
       - Needs the Slurm client commands on the host; a host without them reports state C(UNKNOWN).
     type: str
+  wait_seconds:
+    description:
+      - Wait up to this many seconds on the node, reading the launcher and O(log_file) every
+        O(wait_interval) seconds, and answer as soon as the launcher has ended or the log holds
+        O(wait_iterations) iterations. One call then stands for many polls, so a long wait prints
+        one line a chunk instead of one every few seconds. V(0) answers at once.
+    type: int
+    default: 0
+  wait_iterations:
+    description:
+      - With O(wait_seconds), the logged iterations that end the wait early. V(0) waits for the
+        launcher to end (a burn-in).
+    type: int
+    default: 0
+  wait_interval:
+    description: Seconds between reads while waiting.
+    type: int
+    default: 5
 attributes:
   check_mode:
     description: Reads only, and with O(shm_sweep_user) reports what it would remove.
@@ -130,6 +148,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+waited:
+  description: Seconds the probe waited on the node (O(wait_seconds)); 0 when it answered at once.
+  returned: always
+  type: float
+  sample: 60.2
 listeners:
   description: Per port (as a string), the processes listening on it; an empty list means free.
   returned: always
@@ -197,6 +220,7 @@ import json
 import os
 import pwd
 import re
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -223,6 +247,9 @@ ARGUMENT_SPEC = dict(
     shm_sweep_user=dict(type="str"),
     shm_dir=dict(type="path", default="/dev/shm"),
     slurm_job_id=dict(type="str"),
+    wait_seconds=dict(type="int", default=0),
+    wait_iterations=dict(type="int", default=0),
+    wait_interval=dict(type="int", default=5),
 )
 
 
@@ -309,6 +336,14 @@ def _slurm(module, job_id):
     return _slurm_job.job_state(job_id, texts.get("squeue"), texts.get("sacct"), texts.get("scontrol"))
 
 
+def waiting_on(launcher, log, iterations, deadline, now):
+    """Whether a waiting probe reads again: time is left, the launcher runs, and the log has
+    fewer than ``iterations`` iterations (0: wait for the launcher's end)."""
+    if now >= deadline or not launcher.get("alive"):
+        return False
+    return not (iterations > 0 and (log.get("iterations_logged") or 0) >= iterations)
+
+
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
@@ -340,11 +375,18 @@ def main():
             module.fail_json(msg="job_probe: shm_sweep_user %r is not a user on this node; expected the training "
                              "user (megatron_launch_user)" % params["shm_sweep_user"])
         removed = _launch_shm.sweep_shm_buffers(uid, params["shm_dir"], remove=not module.check_mode)
-    slurm = _slurm(module, params["slurm_job_id"])
-    launcher = _launcher(params["pid_file"])
-    if slurm:
-        launcher = {"slurm_job_id": slurm["job_id"], "state": slurm["state"], "alive": slurm["alive"]}
+    started = time.time()
+    while True:
+        slurm = _slurm(module, params["slurm_job_id"])
+        launcher = _launcher(params["pid_file"])
+        if slurm:
+            launcher = {"slurm_job_id": slurm["job_id"], "state": slurm["state"], "alive": slurm["alive"]}
+        log = _log(module)
+        if not waiting_on(launcher, log, params["wait_iterations"], started + params["wait_seconds"], time.time()):
+            break
+        time.sleep(max(1, params["wait_interval"]))
     module.exit_json(
+        waited=round(time.time() - started, 1),
         changed=bool(removed),
         shm_removed=removed,
         listeners=dict((str(port), owners) for port, owners in listeners.items()),
@@ -352,7 +394,7 @@ def main():
         paths=paths,
         launcher=launcher,
         slurm=slurm,
-        log=_log(module),
+        log=log,
         checkpoint=_checkpoint(params["checkpoint_dir"], params["checkpoint_tag"]) if params["checkpoint_dir"] else {},
         record=record,
     )

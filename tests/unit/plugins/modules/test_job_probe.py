@@ -169,3 +169,32 @@ def test_slurm_job_state_replaces_the_pid(tmp_path, monkeypatch, squeue, scontro
 def test_without_a_slurm_job_id_there_is_no_slurm_answer(tmp_path):
     result = run_module({}, tmp_path)
     assert result["slurm"] == {} and result["launcher"] == {}
+
+
+@pytest.mark.parametrize("launcher, logged, iterations, deadline, now, waits", [
+    ({"alive": True}, 1, 3, 100.0, 10.0, True),     # running, 1 of 3 logged, time left
+    ({"alive": True}, 3, 3, 100.0, 10.0, False),    # the iterations are there
+    ({"alive": False}, 0, 3, 100.0, 10.0, False),   # the launcher ended (the play then says how)
+    ({"alive": True}, 0, 0, 100.0, 10.0, True),     # a burn-in: wait for the launcher's end
+    ({"alive": True}, 0, 3, 100.0, 100.0, False),   # the chunk is over
+    ({}, 0, 0, 100.0, 10.0, False),                 # no launcher to wait on
+])
+def test_waiting_on(launcher, logged, iterations, deadline, now, waits):
+    assert module.waiting_on(launcher, {"iterations_logged": logged}, iterations, deadline, now) is waits
+
+
+def test_a_wait_ends_when_the_launcher_ends(tmp_path):
+    """A launcher that lives 2 s: a probe asked to wait 30 s answers when it exits, with the log."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(2)"])
+    pid_file = tmp_path / "launcher.pid"
+    pid_file.write_text("%d\n" % proc.pid)
+    log = tmp_path / "train.log"
+    log.write_text("")
+    try:
+        started = time.time()
+        result = run_module({"pid_file": str(pid_file), "log_file": str(log), "wait_seconds": 30,
+                             "wait_interval": 1}, tmp_path)
+    finally:
+        proc.wait()
+    assert result["launcher"]["alive"] is False and 1.0 <= result["waited"] < 25
+    assert time.time() - started < 28
