@@ -22,10 +22,12 @@ from .schema import JobError
 
 
 def request(spec: Mapping[str, Any], profile: ProfileArg = None, megatron_dir: Optional[str] = None,
-            workdir: Optional[str] = None, nodes: Optional[int] = None) -> Dict[str, Any]:
+            workdir: Optional[str] = None, nodes: Optional[int] = None, files_here: bool = False) -> Dict[str, Any]:
     """The oracle's request for a job spec: ``argv``, ``ds_config``, ``env``, ``world_size``
     (nodes x GPUs per node), and where the checkout and the job's directory are (the spec's own
-    ``megatron_dir`` and ``workdir`` unless given)."""
+    ``megatron_dir`` and ``workdir`` unless given). ``files_here``: the oracle runs where the
+    job's files are (the head node), so a tokenizer file it cannot read is a refusal, not a
+    stage it leaves to the head node."""
     raw = dict(spec)
     if nodes is not None:
         raw["nodes"] = nodes
@@ -41,13 +43,14 @@ def request(spec: Mapping[str, Any], profile: ProfileArg = None, megatron_dir: O
         "env": deepspeed_env(job, prof),
         "world_size": int(count) * int(job["gpus_per_node"]),
         "args_defaults": dict(_mds_oracle.PRETRAIN_GPT_DEFAULTS),
+        "files_here": bool(files_here),
     }
 
 
 def encoded_request(spec: Mapping[str, Any], profile: ProfileArg = None, megatron_dir: Optional[str] = None,
-                    workdir: Optional[str] = None, nodes: Optional[int] = None) -> str:
+                    workdir: Optional[str] = None, nodes: Optional[int] = None, files_here: bool = False) -> str:
     """``request`` as the one shell-safe argument the oracle file takes."""
-    return _mds_oracle.encode_request(request(spec, profile, megatron_dir, workdir, nodes))
+    return _mds_oracle.encode_request(request(spec, profile, megatron_dir, workdir, nodes, files_here))
 
 
 def verdict(stdout: str) -> Dict[str, Any]:
