@@ -282,8 +282,10 @@ def check_lr_schedule(job: Any, facts: Any, add: Add) -> None:
     end = weight_decay if style == "constant" else _float(job.flags, "--end-weight-decay")
     if start is None or end is None:
         return  # absent: validate_args' own asserts (upstream_asserts rows) or the default 0.01
-    shown = ("--weight-decay %g" % start if style == "constant"
-             else "--start-weight-decay %g --end-weight-decay %g" % (start, end))
+    if style == "constant":
+        shown = "--weight-decay %s" % _show(start)
+    else:
+        shown = "--start-weight-decay %s --end-weight-decay %s" % (_show(start), _show(end))
     if start < 0:
         add(finding("weight decay >= 0", "fail", "schedule", shown, ">= 0",
                     "Megatron-DeepSpeed's scheduler asserts start_wd >= 0.0 (%s); use a weight decay of 0 or more"
@@ -317,8 +319,8 @@ REFUSALS: Tuple[Refusal, ...] = (
             lambda f: _seed(f) is not None and (_seed(f) or 0) <= 0, ("--seed",),
             "'Seed ({}) should be a positive integer.' (the first pipeline stage's seed is --seed itself)",
             "set --seed to 1 or more (default 1234)"),
-    Refusal("--cpu-optimizer needs Adam", {"head": ("megatron/optimizer/__init__.py", 84),
-                                            BEFORE_REBASE: ("megatron/optimizer/__init__.py", 64)},
+    Refusal("--cpu-optimizer needs Adam",
+            {"head": ("megatron/optimizer/__init__.py", 84), BEFORE_REBASE: ("megatron/optimizer/__init__.py", 64)},
             lambda f: bool(f.get("--cpu-optimizer")) and (_last(f, "--optimizer") or ("adam",))[0] != "adam",
             ("--cpu-optimizer", "--optimizer"), "'CPU offloading is for Adam'",
             "use --optimizer adam with --cpu-optimizer, or drop --cpu-optimizer"),
