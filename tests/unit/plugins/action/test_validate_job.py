@@ -353,7 +353,7 @@ def test_an_unusable_checkout_is_a_note_not_a_verdict(monkeypatch, tmp_path):
 def test_a_checkout_of_another_era_cannot_judge(monkeypatch, tmp_path, profile, arguments_py, words):
     monkeypatch.setenv("MEGATRON_DS_SRC", _checkout(tmp_path, arguments_py))
     monkeypatch.setenv("MEGATRON_DS_PYTHON", "/nonexistent/python")  # never reached
-    job = dict(SIM_JOB, stack_profile=profile)
+    job = {**SIM_JOB, "stack_profile": profile}
     if profile == "cu117":  # before_rebase has no NullTokenizer
         job.update(tokenizer_type="GPT2BPETokenizer", vocab_file="/data/gpt2-vocab.json", merge_file="/data/gpt2-merges.txt")
         job.pop("vocab_size")
