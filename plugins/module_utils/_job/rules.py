@@ -8,8 +8,9 @@ quoting the assertion the job would fail on, with its own message where it has o
 ``args.arguments`` of that spec, the very list train.sh passes, or a train.sh read by ``script``,
 with its own arguments) and ``judge`` runs every rule on that one shape, with the ds_config.json
 and hostfile beside it when given. The cluster, launcher, argument, parallelism, model and batch
-rules live here; the DeepSpeed-feature and stack rules in ``rules_features``; the memory estimate
-in ``memory``.
+rules live here; the DeepSpeed-feature and stack rules in ``rules_features``; the start-up
+rules after validate_args (tokenizer, data, learning-rate scheduler) in ``rules_startup``; the
+memory estimate in ``memory``.
 
 No Ansible imports: unit-tested alone.
 """
@@ -36,6 +37,7 @@ from .rules_features import (
     recompute,
     zero_setup,
 )
+from .rules_startup import check_startup
 from .rules_moe import check_moe
 from .schema import PREFIX
 from .script import expected_value
@@ -863,6 +865,7 @@ RULES: Tuple[Callable[[JobInput, Facts, Add], None], ...] = (
     check_bias_gelu_fusion,
     _check_memory,
     check_moe,
+    check_startup,
     _check_rampup,
     _check_intervals,
     _check_gpu_arch,

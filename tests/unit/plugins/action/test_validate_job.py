@@ -296,8 +296,9 @@ def test_playbook_passes_the_corrected_guide():
     proc = _playbook("-e", "megatron_job_script=tests/fixtures/guide/train.corrected.sh",
                      "-e", "validate_gpu_memory_mib=81920")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    # 19: the 18 checks of the corrected guide and "values fit every hop" (_job.hops).
-    assert "Job validation passed: 0 failed, 0 warning(s), 19 passed; report: %s" % _report.DEFAULT_DIR in " ".join(proc.stdout.split())
+    # 20: the 18 checks of the corrected guide, "values fit every hop" (_job.hops) and the scheduler's
+    # "learning-rate warmup shorter than its decay" (_job.rules_startup).
+    assert "Job validation passed: 0 failed, 0 warning(s), 20 passed; report: %s" % _report.DEFAULT_DIR in " ".join(proc.stdout.split())
 
 
 def test_untemplatable_spec_variable_names_it():
@@ -352,7 +353,7 @@ def test_an_unusable_checkout_is_a_note_not_a_verdict(monkeypatch, tmp_path):
 def test_a_checkout_of_another_era_cannot_judge(monkeypatch, tmp_path, profile, arguments_py, words):
     monkeypatch.setenv("MEGATRON_DS_SRC", _checkout(tmp_path, arguments_py))
     monkeypatch.setenv("MEGATRON_DS_PYTHON", "/nonexistent/python")  # never reached
-    job = dict(SIM_JOB, stack_profile=profile)
+    job = {**SIM_JOB, "stack_profile": profile}
     if profile == "cu117":  # before_rebase has no NullTokenizer
         job.update(tokenizer_type="GPT2BPETokenizer", vocab_file="/data/gpt2-vocab.json", merge_file="/data/gpt2-merges.txt")
         job.pop("vocab_size")

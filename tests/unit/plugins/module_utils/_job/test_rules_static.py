@@ -84,3 +84,99 @@ def test_static_rule(over, version, check, status, words):
     else:
         findings = _job_rules.validate(_job_spec.normalize(over), None, dict(CLUSTER), None, version)
     expect(findings, check, status, words)
+
+
+def data(*words: str) -> Dict[str, Any]:
+    """A train.sh whose --data-path is ``words`` (a spec's data_path is judged by the schema first)."""
+    return {"script": ["--data-path"] + list(words)}
+
+
+# The data and tokenizer rules (_job.rules_data), each refused case beside a legal neighbour.
+DATA_CASES = [
+    ("one prefix", data("/d/a_text_document"), HEAD_DS, "--data-path blend", None, ""),
+    ("two pairs", data("0.7", "/d/a", "0.3", "/d/b"), HEAD_DS, "--data-path blend", "pass", ""),
+    ("odd number of words", data("0.7", "/d/a", "0.3"), HEAD_DS, "--data-path blend", "fail",
+     "dataset_utils.py:49 at 4efb479d"),
+    # '/d/my data' unquoted in train.sh: two words, the second read as a weight
+    ("prefix with a space", data("/d/my", "data"), HEAD_DS, "--data-path blend", "fail",
+     "float(data_prefix[2*i]) raises ValueError on '/d/my'"),
+    ("weight not a number", data("0.7", "/d/a", "heavy", "/d/b"), HEAD_DS, "--data-path blend", "fail",
+     "dataset_utils.py:54"),
+    ("weights sum to 0", data("0", "/d/a", "0", "/d/b"), OLD_DS, "--data-path blend", "fail",
+     "dataset_utils.py:60 at 9446eaac"),
+    ("255 datasets", data(*[w for i in range(255) for w in ("1", "/d/p%d" % i)]), HEAD_DS, "--data-path blend",
+     "fail", "blendable_dataset.py:37"),
+    ("254 datasets", data(*[w for i in range(254) for w in ("1", "/d/p%d" % i)]), HEAD_DS, "--data-path blend",
+     "pass", ""),
+    ("default split", {}, HEAD_DS, "--split accepted", "pass", ""),
+    ("split not a number", {"split": "969,3O,1"}, HEAD_DS, "--split accepted", "fail", "dataset_utils.py:622"),
+    ("split empty part", {"split": "969,,1"}, OLD_DS, "--split accepted", "fail", "dataset_utils.py:611"),
+    ("split all zero", {"split": "0,0,0"}, HEAD_DS, "--split accepted", "fail", "splits_sum > 0.0"),
+    ("split slash", {"split": "98/2"}, HEAD_DS, "--split accepted", "pass", ""),
+    ("split one number", {"split": "100"}, HEAD_DS, "--split accepted", "pass", ""),
+    ("split four parts", {"split": "90,5,4,1"}, HEAD_DS, "--split accepted", "warn", "dataset_utils.py:629"),
+    ("split negative part", {"split": "100,-1,1"}, HEAD_DS, "--split accepted", "warn", "negative"),
+    ("split zero train, positive valid", {"split": "0,1,0"}, HEAD_DS, "--split accepted", "pass", ""),
+    ("SentencePiece without a model", {"script": ["--tokenizer-type", "SentencePieceTokenizer"]}, HEAD_DS,
+     "SentencePieceTokenizer files given", "fail", "tokenizer.py:34 at 4efb479d"),
+    ("HF tokenizer with a model", {"script": ["--tokenizer-type", "HFTokenizer", "--tokenizer-model", "/m"]}, HEAD_DS,
+     "HFTokenizer files given", "pass", ""),
+    ("HF tokenizer without a model", {"script": ["--tokenizer-type", "HFTokenizer"]}, HEAD_DS,
+     "HFTokenizer files given", "fail", "args.tokenizer_model is not None"),
+    ("GPT SentencePiece without a model", {"script": ["--tokenizer-type", "GPTSentencePieceTokenizer"]}, HEAD_DS,
+     "GPTSentencePieceTokenizer files given", "fail", "tokenizer.py:37"),
+    ("GPT-2 BPE: judged by rules.py, only when a file is missing", {}, HEAD_DS, "GPT2BPETokenizer files given", None, ""),
+    ("vocab padding 0", {"script": ["--make-vocab-size-divisible-by", "0"]}, HEAD_DS,
+     "--make-vocab-size-divisible-by > 0", "fail", "tokenizer.py:65 at 4efb479d"),
+    ("vocab padding 0 before_rebase", {"script": ["--make-vocab-size-divisible-by", "0"]}, OLD_DS,
+     "--make-vocab-size-divisible-by > 0", "fail", "tokenizer.py:62 at 9446eaac"),
+    ("vocab padding 64", {"extra_args": ["--make-vocab-size-divisible-by", "64"]}, HEAD_DS,
+     "--make-vocab-size-divisible-by > 0", None, ""),
+    # the learning-rate scheduler (optimizer_param_scheduler.py; learning_rates.py before the rebase)
+    ("warmup below decay", {}, HEAD_DS, "learning-rate warmup shorter than its decay", "pass", ""),
+    ("warmup as long as training", {"train_iters": 2000, "lr_warmup_iters": 2000}, HEAD_DS,
+     "learning-rate warmup shorter than its decay", "fail", "optimizer_param_scheduler.py:30 at 4efb479d"),
+    ("warmup past the decay iterations",
+     {"train_iters": 5000, "lr_warmup_iters": 2000, "extra_args": ["--lr-decay-iters", "1000"]},
+     OLD_DS, "learning-rate warmup shorter than its decay", "fail", "learning_rates.py:42 at 9446eaac"),
+    ("warmup one short of training", {"train_iters": 2001, "lr_warmup_iters": 2000}, HEAD_DS,
+     "learning-rate warmup shorter than its decay", "pass", ""),
+    ("warmup fraction 1", {"script": ["--lr-warmup-iters", "0", "--lr-warmup-fraction", "1.0"]}, HEAD_DS,
+     "learning-rate warmup shorter than its decay", "fail", "lr_warmup_steps < lr_decay_steps"),
+    ("decay iterations 0", {"script": ["--lr-decay-iters", "0"]}, HEAD_DS, "learning-rate decay > 0", "fail",
+     "optimizer_param_scheduler.py:29"),
+    ("weight decay negative", {"script": ["--weight-decay", "-0.1"]}, HEAD_DS, "weight decay >= 0", "fail",
+     "optimizer_param_scheduler.py:40"),
+    ("weight decay falling", {"script": ["--weight-decay-incr-style", "linear", "--start-weight-decay", "0.1",
+                                         "--end-weight-decay", "0.01"]}, HEAD_DS,
+     "weight decay ramp does not fall", "fail", "optimizer_param_scheduler.py:41"),
+    ("weight decay rising", {"script": ["--weight-decay-incr-style", "linear", "--start-weight-decay", "0.01",
+                                        "--end-weight-decay", "0.1"]}, HEAD_DS, "weight decay ramp does not fall", None, ""),
+    # single-condition refusals of the set-up (rules_startup.REFUSALS)
+    ("checkpoint args without --load", {"load": False, "extra_args": ["--use-checkpoint-args"]}, HEAD_DS,
+     "--use-checkpoint-args needs --load", "fail", "initialize.py:56 at 4efb479d"),
+    ("checkpoint args with --load", {"script": ["--use-checkpoint-args", "--load", "/ckpt"]}, HEAD_DS,
+     "--use-checkpoint-args needs --load", None, ""),
+    ("seed 0", {"script": ["--seed", "0"]}, HEAD_DS, "--seed > 0", "fail", "initialize.py:297"),
+    ("seed 0 before_rebase", {"script": ["--seed", "0"]}, OLD_DS, "--seed > 0", "fail", "initialize.py:264 at 9446eaac"),
+    ("seed 1", {"script": ["--seed", "1"]}, HEAD_DS, "--seed > 0", None, ""),
+    ("cpu optimizer with sgd", {"script": ["--cpu-optimizer", "--optimizer", "sgd"]}, HEAD_DS,
+     "--cpu-optimizer needs Adam", "fail", "'CPU offloading is for Adam'"),
+    ("cpu optimizer with adam", {"script": ["--cpu-optimizer"]}, HEAD_DS, "--cpu-optimizer needs Adam", None, ""),
+    # an unknown choice stops argparse before the raise that names it (the census marks those rows)
+    ("unknown tokenizer type", {"script": ["--tokenizer-type", "WordTokenizer"]}, HEAD_DS, "--tokenizer-type value",
+     "fail", "argparse"),
+    ("unknown tokenizer type before_rebase", {"script": ["--tokenizer-type", "SentencePieceTokenizer"]}, OLD_DS,
+     "--tokenizer-type value", "fail", "argparse"),
+    ("unknown optimizer", {"script": ["--optimizer", "lamb"]}, HEAD_DS, "--optimizer value", "fail", "argparse"),
+    ("unknown DDP implementation", {"script": ["--DDP-impl", "fsdp"]}, OLD_DS, "--DDP-impl value", "fail", "argparse"),
+    ("unknown dataloader type", {"script": ["--dataloader-type", "random"]}, HEAD_DS, "--dataloader-type value",
+     "fail", "argparse"),
+    ("no weight-decay schedule before the rebase", {"script": ["--weight-decay", "-0.1"]}, OLD_DS,
+     "weight decay >= 0", None, ""),
+]
+
+
+@pytest.mark.parametrize("over,version,check,status,words", [c[1:] for c in DATA_CASES], ids=[c[0] for c in DATA_CASES])
+def test_data_rule(over, version, check, status, words):
+    test_static_rule(over, version, check, status, words)
