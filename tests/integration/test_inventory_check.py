@@ -48,7 +48,7 @@ def _run(tmp_path: pathlib.Path, node_vars: Dict[str, Dict[str, Any]]) -> subpro
     ({"node1": {"megatron_stack_profile": "cpu"}, "node2": {"megatron_stack_profile": "cu130"}}, 2,
      "Nodes disagree on megatron_stack_profile"),
     ({"node1": {"megatron_stack_profile": "cu999"}, "node2": {"megatron_stack_profile": "cu999"}}, 2,
-     "expected one of cpu, cu117, cu121, cu130"),
+     "expected one of cpu, cpu-pypi, cu117, cu121, cu130"),
     ({"node1": {"megatron_scheduler": "pbs"}, "node2": {}}, 2, "megatron_scheduler is 'pbs', expected none"),
     ({"node1": {}, "node2": {"megatron_launch_data_input": "/c.jsonl", "megatron_launch_data_stage": "never"}}, 2,
      "node2: megatron_launch_data_input is now megatron_data_input; megatron_launch_data_stage is now megatron_data_stage"),
@@ -103,5 +103,5 @@ def test_a_new_profile_row_is_known_everywhere_at_once(tmp_path: pathlib.Path) -
     result = subprocess.run([playbook, "-i", str(tmp_path / "hosts.yml"),
                              str(copy / "playbooks" / "inventory_check.yml"), "--limit", "localhost,megatron_nodes"],
                             capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=300, check=False)
-    assert result.returncode == 2 and "megatron_stack_profile is 'cu999', expected one of cpu, cu117, cu121, cu130" in (
+    assert result.returncode == 2 and "megatron_stack_profile is 'cu999', expected one of cpu, cpu-pypi, cu117, cu121, cu130" in (
         result.stdout + result.stderr), result.stdout + result.stderr

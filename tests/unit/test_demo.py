@@ -54,9 +54,23 @@ def test_plan_waits_for_the_iterations_asked_and_writes_tensorboard(iterations, 
     assert plan["train"].playbook == "playbooks/train.yml"
     assert plan["train"].extra_vars["megatron_launch_wait"] == iterations
     assert plan["train"].extra_vars["megatron_job_tensorboard_dir"] == demo.TENSORBOARD_DIR
-    assert plan["burnin"].extra_vars == {"megatron_launch_burnin_dest": str(tmp_path / "burnin.json")}
-    assert plan["prepare_data"].extra_vars == {"megatron_data_input": str(tmp_path / "corpus.jsonl")}
+    # with a source every playbook runs on cpu-pypi: the real trainer imports torchvision
+    assert plan["burnin"].extra_vars == {"megatron_launch_burnin_dest": str(tmp_path / "burnin.json"),
+                                         "megatron_stack_profile": "cpu-pypi"}
+    assert plan["prepare_data"].extra_vars == {"megatron_data_input": str(tmp_path / "corpus.jsonl"),
+                                               "megatron_stack_profile": "cpu-pypi"}
     assert all((REPO / s.playbook).is_file() for s in plan.values())
+
+
+@pytest.mark.parametrize("env, profile", [
+    ({}, "cpu"),
+    ({"MEGATRON_DS_SRC": "/src/m"}, "cpu-pypi"),
+    ({"MEGATRON_DS_ARCHIVE": "/a.tar.gz"}, "cpu-pypi"),
+])
+def test_the_nodes_profile_follows_the_source(env, profile, tmp_path):
+    assert demo.demo_profile(env) == profile
+    for step in demo.plan(env, tmp_path):
+        assert step.extra_vars.get("megatron_stack_profile", "cpu") == profile
 
 
 @pytest.mark.parametrize("scheduler, expected", [("none", {}), ("slurm", {"megatron_scheduler": "slurm"})])
