@@ -126,7 +126,7 @@ def findings(result: Mapping[str, Any]) -> List[Dict[str, str]]:
             "upstream: %s%s" % (who, (" (%s)" % item["where"]) if item.get("where") else ""), "fail",
             "upstream", " ".join(flags) or "-", "accepted by upstream",
             "upstream: %s; change %s%s" % (item["message"], ", ".join(flags) or "the job",
-                                            (" (the line also reads %s)" % ", ".join(also)) if also else "")))
+                                           (" (the line also reads %s)" % ", ".join(also)) if also else "")))
     if not out:
         out.append(_job_findings.finding(
             "upstream: Megatron-DeepSpeed validate_args and DeepSpeed DeepSpeedConfig", "pass", "upstream",
