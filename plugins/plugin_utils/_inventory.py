@@ -2,8 +2,9 @@
 # Copyright: (c) 2026, megatron_ds.cluster developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What inventory_check.yml refuses before any host changes, as pure functions: a misspelt variable
-of the collection (with the name it most likely meant), two nodes that share an address, and an
-install path with whitespace.
+of the collection (with the name it most likely meant), two nodes that share an address, an
+address that is no address, a port out of range, and an install path with whitespace or a control
+character.
 
 Ansible does not know which variables a role reads, so a typo (megatron_job_micro_batch) is
 silently ignored and the default is used; the roles' own meta/argument_specs.yml list every
@@ -13,11 +14,15 @@ from __future__ import annotations
 
 import difflib
 import functools
+import ipaddress
 import os
 import re
 from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 import yaml
+
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import hops as _job_hops
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import schema as _job_schema
 
 # The collection's roles, next to plugins/ in the repository and in an installed collection alike.
 ROLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "roles")
@@ -120,6 +125,122 @@ def duplicate_addresses(nodes: Mapping[str, Mapping[str, Any]]) -> List[str]:
 
 
 def spaced_paths(values: Mapping[str, Any]) -> List[str]:
-    """One line per INSTALL_PATHS variable whose value holds whitespace: "python_env_path is '/opt/my venv'"."""
+    """One line per INSTALL_PATHS variable whose value holds whitespace or a control character:
+    "python_env_path is '/opt/my venv'". A control character that is not whitespace (ESC, NUL)
+    splits nothing but ends a C string or garbles the env and unit files these paths are written to."""
     return ["%s is %r" % (var, values[var]) for var in INSTALL_PATHS
-            if isinstance(values.get(var), str) and any(c.isspace() for c in values[var])]
+            if isinstance(values.get(var), str) and any(c.isspace() or _job_hops.CONTROL.match(c) for c in values[var])]
+
+
+def address_refusals(values: Mapping[str, Any]) -> List[str]:
+    """One line per ADDRESS_VARS value of one node that is no address: a dotted number that is not
+    an IPv4 address (10.0.0.300: resolved as a host name, it fails on every node only once provisioning
+    runs), or a name the hostfile hop cannot carry (an ssh option such as -oProxyCommand=..., a space,
+    a shell character). ansible_host may also be an IPv6 address (ssh takes one); the cluster's own
+    addresses go into the hostfile and pdsh -w, which split on ':'."""
+    lines = []
+    for var in ADDRESS_VARS:
+        value = values.get(var)
+        if value in (None, ""):
+            continue
+        text = str(value)
+        if _job_schema.malformed_ipv4(text):
+            lines.append("%s is %r, which is no IPv4 address (four numbers 0-255)" % (var, text))
+            continue
+        if var == "ansible_host" and _is_ipv6(text):
+            continue
+        bad = _job_hops.refusal("hostfile", text)
+        if bad is not None:
+            lines.append("%s is %r, which holds %s: %s take letters, digits and ._-, not starting with '-'"
+                         % (var, text, _job_hops.printable(bad) if bad else "nothing", _job_hops.HOPS["hostfile"].where))
+    return lines
+
+
+def _is_ipv6(text: str) -> bool:
+    try:
+        ipaddress.IPv6Address(text)
+    except ValueError:
+        return False
+    return True
+
+
+@functools.lru_cache(maxsize=1)
+def _prefixes() -> Tuple[str, ...]:
+    # Read once per process: every node of the inventory asks.
+    return tuple(role + "_" for role in role_variables()) + OTHER_PREFIXES
+
+
+def port_variables(names: Iterable[str]) -> List[str]:
+    """The names among ``names`` that hold a TCP port the collection uses: ansible_port and every
+    variable with a prefix of the collection ending in _port (monitoring_prometheus_port, ...)."""
+    prefixes = _prefixes()
+    return sorted(str(n) for n in names if str(n) == "ansible_port" or (str(n).startswith(prefixes) and str(n).endswith("_port")))
+
+
+def port_refusals(values: Mapping[str, Any]) -> List[str]:
+    """One line per port variable in ``values`` (port_variables) that is not a whole number from 1 to
+    65535. The roles' argument specs check only the type, and only when the role starts on a node,
+    after the roles before it changed it; a port out of range then fails a service's start."""
+    lines = []
+    for var in port_variables(values):
+        value = values[var]
+        if value is None:
+            continue
+        try:
+            port = _job_schema.to_int(var, value)
+        except _job_schema.JobError:
+            lines.append("%s is %r, expected a whole number" % (var, value))
+            continue
+        if not 1 <= port <= 65535:
+            lines.append("%s is %r, expected a TCP port from 1 to 65535" % (var, value))
+    return lines
+
+
+class _DuplicateKeyLoader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors
+    """A SafeLoader that records each mapping key given twice (a merge key's values excepted: YAML
+    lets a mapping override what it merged)."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self.duplicates: List[Tuple[str, int]] = []
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: Set[Any] = set()
+        for key_node, _value in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                self.duplicates.append((str(key), key_node.start_mark.line + 1))
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _yaml_files(source: str) -> List[str]:
+    if os.path.isfile(source):
+        return [source] if source.endswith((".yml", ".yaml")) else []
+    found = []
+    for base, _dirs, files in os.walk(source):
+        found += [os.path.join(base, name) for name in sorted(files) if name.endswith((".yml", ".yaml"))]
+    return sorted(found)
+
+
+def duplicate_keys(sources: Iterable[str]) -> List[str]:
+    """One line per key given twice in one mapping of the inventory's YAML files (``sources``: files
+    or directories, as ansible_inventory_sources lists them; their group_vars and host_vars too): a
+    node listed twice under hosts:, a variable set twice. Ansible only warns and keeps the last one,
+    so the first node's variables silently disappear. A file that does not parse is left to the
+    inventory parser, which names it."""
+    lines = []
+    for source in sources:
+        for path in _yaml_files(str(source)):
+            with open(path, errors="replace") as handle:
+                loader = _DuplicateKeyLoader(handle)
+                try:
+                    loader.get_single_data()
+                except yaml.YAMLError:
+                    continue
+                finally:
+                    loader.dispose()
+            lines += ["%s:%d: %r given twice" % (path, line, key) for key, line in loader.duplicates]
+    return lines

@@ -14,7 +14,7 @@ would.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple, Union
 
 from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_text
@@ -40,17 +40,20 @@ class JobInputError(ValueError):
     """A job variable that cannot be read; the message names it and what to do."""
 
 
-def spec_vars(variables: Mapping[str, Any], template: Template, inherit: bool = True) -> Dict[str, Any]:
-    """Every ``megatron_job_*`` variable visible to the caller, templated; with ``inherit``, also the
-    ones the job role takes from outside it (validate_job resolves the profile itself, from its
-    own ``stack_profile`` option first)."""
+def spec_vars(variables: Mapping[str, Any], template: Template, inherit: Union[bool, Iterable[str]] = True) -> Dict[str, Any]:
+    """Every ``megatron_job_*`` variable visible to the caller, templated; with ``inherit`` (True, or
+    the keys of INHERITED_FROM to take), also the ones the job role takes from outside it
+    (validate_job resolves the profile itself, from its own ``stack_profile`` option first)."""
     out: Dict[str, Any] = {}
     for name in sorted(k for k in variables if str(k).startswith(_job_schema.PREFIX)):
         try:
             out[name] = template(variables[name])
         except AnsibleError as exc:
             raise JobInputError("Job spec variable %s cannot be templated: %s; fix its value in the inventory" % (name, exc)) from exc
-    for key, outer in INHERITED_FROM.items() if inherit else ():
+    keys = tuple(INHERITED_FROM) if inherit is True else tuple(inherit or ())
+    for key, outer in INHERITED_FROM.items():
+        if key not in keys:
+            continue
         if _job_schema.PREFIX + key not in out and outer in variables:
             value = template(variables[outer])
             if value not in (None, ""):
@@ -132,7 +135,11 @@ def spec_from_vars(given: Optional[Mapping[str, Any]], variables: Mapping[str, A
     """(the job variables, the normalized spec) from an action's ``spec=`` argument or the task's
     ``megatron_job_*`` variables. ``profile_name`` (the action's ``stack_profile`` option, else
     the inventory's ``megatron_stack_profile``) applies unless the spec names its own profile."""
-    raw = dict(given) if given is not None else spec_vars(variables, template, inherit=False)
+    # Every inherited value but the profile (resolved below): without them validate.yml judged the
+    # job with no nccl_env while the role renders the inventory's into nccl.env and the pdsh command
+    # line, so a shell character there passed validation.
+    raw = dict(given) if given is not None else spec_vars(
+        variables, template, inherit=[key for key in INHERITED_FROM if key != "stack_profile"])
     if profile_name and not any(k in raw for k in ("stack_profile", _job_schema.PREFIX + "stack_profile")):
         raw = dict(raw, stack_profile=profile_name)
     try:

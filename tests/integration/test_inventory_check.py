@@ -61,7 +61,7 @@ def _run(tmp_path: pathlib.Path, node_vars: Dict[str, Dict[str, Any]]) -> subpro
     ({"node1": {"megatron_stack_profile": "cpu", "nccl_env": {"NCCL_SOCKET_IFNAME": "^lo,docker0", "NCCL_DEBUG": "it's"}},
       "node2": {"megatron_stack_profile": "cpu"}}, 0, ""),
     ({"node1": {}, "node2": {"megatron_job_node_address": "-oProxyCommand=touch"}}, 2,
-     "node node2: megatron_job_node_address (or its ssh name) '-oProxyCommand=touch' holds '-'"),
+     "Node node2: megatron_job_node_address is '-oProxyCommand=touch', which holds '-'"),
 ], ids=["same profile", "default profile", "profiles differ", "unknown profile", "unknown scheduler", "renamed variables",
         "nccl_env shell characters on DeepSpeed 0.9.2", "nccl_env substitution", "nccl_env legal values",
         "node address read as an ssh option"])

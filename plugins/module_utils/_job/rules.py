@@ -56,6 +56,13 @@ DS_BATCH_MSG = (
 DS_BATCH_MISSING_MSG = "Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided"
 DS_DIVISIBLE_MSG = "Train batch size must be divisible by micro-batch data parallelism"
 MDS_NO_PP_MSG = "pipeline_model_parallel_size must be 1 if pipeline parallel is disabled"
+# The files each tokenizer asserts before it loads (megatron/tokenizer/tokenizer.py:19-43 at 4efb479d);
+# NullTokenizer's vocab_size is judged on its own below.
+TOKENIZER_FILES: Dict[str, Tuple[str, ...]] = {
+    "BertWordPieceLowerCase": ("vocab_file",), "BertWordPieceCase": ("vocab_file",),
+    "GPT2BPETokenizer": ("vocab_file", "merge_file"), "SentencePieceTokenizer": ("tokenizer_model",),
+    "GPTSentencePieceTokenizer": ("tokenizer_model",), "HFTokenizer": ("tokenizer_model",),
+}
 
 Add = Callable[[Dict[str, str]], None]
 
@@ -393,12 +400,16 @@ def _check_arguments(job: JobInput, facts: Facts, add: Add) -> None:
         add(finding("--min-lr <= --lr", "fail", "arguments", "min_lr %r > lr %r" % (min_lr, lr),
                     "min_lr <= lr", "Megatron asserts args.min_lr <= args.lr; lower --min-lr"))
     tokenizer = spec.get("tokenizer_type") or "GPT2BPETokenizer"
-    if tokenizer == "GPT2BPETokenizer" and (not spec.get("vocab_file") or not spec.get("merge_file")):
+    needs = TOKENIZER_FILES.get(tokenizer, ())
+    missing = [key for key in needs if not spec.get(key)]
+    if missing:
         add(finding(
-            "GPT2BPETokenizer files given", "fail", "data",
-            "vocab_file=%s merge_file=%s" % (spec.get("vocab_file"), spec.get("merge_file")),
-            "--vocab-file and --merge-file",
-            "the GPT-2 BPE tokenizer asserts both; give the vocab.json and merges.txt paths",
+            "%s files given" % tokenizer, "fail", "data",
+            " ".join("%s%s=%s" % (PREFIX, key, spec.get(key)) for key in needs),
+            " and ".join("--%s" % key.replace("_", "-") for key in needs),
+            "%s asserts %s is not None when it builds the tokenizer, on every rank after the job started "
+            "(megatron/tokenizer/tokenizer.py:19-43 at 4efb479d); set %s to the path on the nodes"
+            % (tokenizer, " and ".join("args.%s" % key for key in needs), " and ".join(PREFIX + key for key in missing)),
         ))
     if tokenizer == "NullTokenizer" and spec.get("vocab_size") is None:
         add(finding("NullTokenizer vocab size", "fail", "data", "no --vocab-size", "--vocab-size N",
@@ -457,7 +468,9 @@ def _check_parallelism(job: JobInput, facts: Facts, add: Add) -> None:
             "TP x PP divides the world size", "fail", "parallelism",
             "world %d, %s = %d" % (world, grid, tp * pp * sp), "a divisor of %d" % world,
             "Megatron asserts: " + MDS_WORLD_MSG.format(world, tp, pp, sp)
-            + "; choose %s among the divisors of %d" % ("TP x PP x SP" if sp > 1 else "TP x PP", world),
+            + "; choose %s among the divisors of %d (%s)" % (
+                "TP x PP x SP" if sp > 1 else "TP x PP", world,
+                " x ".join(PREFIX + key for key in ("tensor_parallel", "pipeline_parallel", "ds_sequence_parallel_size")[:3 if sp > 1 else 2])),
         ))
     else:
         add(finding("data parallel size", "pass", "parallelism",
@@ -565,15 +578,17 @@ def _check_model(job: JobInput, facts: Facts, add: Add) -> None:
             "attention heads % TP == 0", "pass" if ok else "fail", "model", "%d heads, TP %d" % (heads, tp),
             "heads divisible by TP",
             "" if ok else "Megatron asserts '%d is not divisible by %d' (heads per TP rank); pick TP "
-            "among the divisors of %d or change the head count" % (heads, tp, heads),
+            "(%stensor_parallel) among the divisors of %d or change the head count (%snum_attention_heads)"
+            % (heads, tp, PREFIX, heads, PREFIX),
         ))
     if hidden and heads:
         ok = hidden % heads == 0
         add(finding(
             "hidden % heads == 0", "pass" if ok else "fail", "model", "hidden %d, %d heads" % (hidden, heads),
             "hidden divisible by heads",
-            "" if ok else "Megatron asserts hidden_size % num_attention_heads == 0 (without "
-            "--kv-channels); change --hidden-size or --num-attention-heads",
+            "" if ok else "Megatron asserts hidden_size %% num_attention_heads == 0 (without "
+            "--kv-channels); change --hidden-size or --num-attention-heads (%shidden_size, %snum_attention_heads)"
+            % (PREFIX, PREFIX),
         ))
     if ffn and ffn % tp:
         # ParallelMLP (megatron/model/transformer.py 112-127 at 4efb479d) builds fc1 2f wide under

@@ -16,7 +16,9 @@ No Ansible imports: the job package (``_job_*``) is unit-tested without a host.
 """
 from __future__ import annotations
 
+import ipaddress
 import math
+import re
 import shlex
 from typing import Any, Dict, FrozenSet, List, Mapping, NamedTuple, Optional, Tuple
 
@@ -363,7 +365,56 @@ def coerce(key: str, value: Any) -> Any:
             raise JobError("%s: found %r, expected one of %s" % (var(key), text, ", ".join(field.choices or ())))
         return lowered[text.strip().lower()]
     if key == "split":
-        return text.replace(" ", "")
+        return _split(key, text.replace(" ", ""))
+    if key == "master_addr" and malformed_ipv4(text):
+        raise JobError("%s: found %r, expected a host name or an IPv4 address of four numbers 0-255: every rank "
+                       "dials it for the rendezvous and would time out; set it to the head node's address, or null "
+                       "for the first node of megatron_nodes" % (var(key), text))
+    return text
+
+
+_DOTTED = re.compile(r"^[0-9.]+\Z")
+
+
+def malformed_ipv4(text: str) -> bool:
+    """Whether ``text`` reads as an IPv4 address (digits and dots only) but is not one: 10.0.0.300,
+    10.0.0, 1.2.3.4.5. A resolver would try it as a host name and fail on every node, long after the
+    inventory was read."""
+    if not _DOTTED.match(text):
+        return False
+    try:
+        ipaddress.IPv4Address(text)
+    except ValueError:
+        return True
+    return False
+
+
+def _split(key: str, text: str) -> str:
+    """--split as Megatron-DeepSpeed reads it: up to three numbers separated by ',' (else by '/'),
+    the missing ones 0, their sum above 0 (megatron/data/dataset_utils.py:617-631 at 4efb479d).
+    Upstream parses it only when it builds the datasets, after the job has started on every node;
+    and it drops a fourth number without a word, so that is refused too."""
+    parts = text.split(",") if "," in text else text.split("/")
+    numbers = []
+    for part in parts:
+        try:
+            number = float(part)
+        except ValueError:
+            number = math.nan
+        if not math.isfinite(number) or number < 0:
+            raise JobError("%s: found %r, expected up to three numbers >= 0 separated by ',' or '/' (train,valid,test "
+                           "shares, such as the default %r): %r is not one; Megatron-DeepSpeed's float() would stop "
+                           "the job when it builds the datasets (megatron/data/dataset_utils.py:622)"
+                           % (var(key), text, DEFAULTS[key], part))
+        numbers.append(number)
+    if len(numbers) > 3:
+        raise JobError("%s: found %r, expected at most three shares (train,valid,test): Megatron-DeepSpeed ignores "
+                       "every share after the third (megatron/data/dataset_utils.py:629); merge them into three"
+                       % (var(key), text))
+    if sum(numbers) <= 0:
+        raise JobError("%s: found %r, expected shares whose sum is above 0 (Megatron-DeepSpeed asserts splits_sum > 0.0, "
+                       "megatron/data/dataset_utils.py:631); give the training set a share, such as %r"
+                       % (var(key), text, DEFAULTS[key]))
     return text
 
 
@@ -398,6 +449,20 @@ def _is_weight(word: str) -> bool:
         return False
 
 
+def _blend_refusal(words: List[str]) -> Optional[str]:
+    """Why weight-prefix pairs with finite weights cannot be blended, or None. Upstream normalizes the
+    weights by their sum (`assert weight_sum > 0.0`, megatron/data/dataset_utils.py:60-61 at 4efb479d),
+    so a negative weight passes while others outweigh it and then asks a dataset for a negative number
+    of samples."""
+    weights = [float(w) for w in words[::2]]
+    negative = [w for w in words[::2] if float(w) < 0]
+    if negative:
+        return "weight %s is negative" % negative[0]
+    if sum(weights) <= 0:
+        return "the weights sum to 0 (Megatron-DeepSpeed asserts weight_sum > 0.0)"
+    return None
+
+
 def _data_path(key: str, value: Any) -> str:
     """Megatron's --data-path as the spec keeps it: one prefix, or weight-prefix pairs ("0.7 /d/a 0.3 /d/b"),
     as words joined by spaces, so that train.sh passes one word per item.
@@ -425,6 +490,10 @@ def _data_path(key: str, value: Any) -> str:
             ":54); a prefix cannot contain whitespace: rename the dataset files or point a symlink without spaces "
             "at them" % (var(key), value, len(words), " ".join(repr(w) for w in words),
                          "an odd number of items" if len(words) % 2 else "weights that are not numbers"))
+    blend = _blend_refusal(words) if len(words) > 1 else None
+    if blend:
+        raise JobError("%s: found %r, expected weights >= 0 with a sum above 0: %s (megatron/data/dataset_utils.py:54-61); "
+                       "give each dataset its share as a number >= 0" % (var(key), value, blend))
     return " ".join(words)
 
 

@@ -240,7 +240,8 @@ def test_a_hostile_value_is_refused_or_carried_intact(field, value, profile, pds
     except JobError as exc:
         # Refused earlier still, when the spec is read (the schema: a dataset prefix cannot hold
         # whitespace, as upstream reads --data-path as weight-prefix words), naming the variable.
-        assert any(v in str(exc) for v in variables) and "whitespace" in str(exc), exc
+        # --split is read as the numbers upstream parses (schema._split): a hostile character is no number.
+        assert any(v in str(exc) for v in variables) and ("whitespace" in str(exc) or field == "split"), exc
         return
     if failures:
         for failed in failures:
@@ -261,7 +262,7 @@ def test_a_hostile_value_is_refused_or_carried_intact(field, value, profile, pds
     ("master_addr", "$(id)", "megatron_job_master_addr", "'$'", "the pdsh command line that DeepSpeed builds"),
     ("name", "gpt\n", "megatron_job_name", "'\\n'", "train.sh and the sbatch script"),
     ("workdir", "bob's-run", "megatron_job_workdir", "\"'\"", "a pretrain_gpt.py argument"),
-    ("split", ";touch x", "megatron_job_split", "';'", "a pretrain_gpt.py argument"),
+    ("vocab_file", "/v/;touch x", "megatron_job_vocab_file", "';'", "a pretrain_gpt.py argument"),
     ("data_path", "`id`", "megatron_job_data_path", "'`'", "a pretrain_gpt.py argument"),
 ])
 def test_a_refusal_names_variable_character_and_hop(field, value, variable, char, hop):

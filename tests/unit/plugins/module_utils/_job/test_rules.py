@@ -680,7 +680,7 @@ RULES = [
     ("NullTokenizer without vocab size", {"tokenizer_type": "NullTokenizer"}, None, {}, None, HEAD_DS,
      "NullTokenizer vocab size", "fail", "vocab_size is not None"),
     ("GPT-2 BPE without merges", {"merge_file": None}, None, {}, None, HEAD_DS, "GPT2BPETokenizer files given", "fail",
-     "merges.txt"),
+     "set megatron_job_merge_file to the path on the nodes"),
     ("min lr above lr", {"min_lr": 1e-3}, None, {}, None, HEAD_DS, "--min-lr <= --lr", "fail", "args.min_lr <= args.lr"),
     ("memory fits", {}, None, {}, None, HEAD_DS, "memory per GPU", "pass", "ZeRO-1: 4P + 16P/N"),
     ("memory unknown GPU", {}, None, {"gpu_memory_mib": None}, None, HEAD_DS, "memory per GPU", "warn", "pass gpu_memory_mib"),
