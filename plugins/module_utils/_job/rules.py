@@ -58,10 +58,10 @@ DS_DIVISIBLE_MSG = "Train batch size must be divisible by micro-batch data paral
 MDS_NO_PP_MSG = "pipeline_model_parallel_size must be 1 if pipeline parallel is disabled"
 # The files each tokenizer asserts before it loads (megatron/tokenizer/tokenizer.py:19-43 at 4efb479d);
 # NullTokenizer's vocab_size is judged on its own below.
+# GPT-2's files here; the other types' (BERT's vocabulary, the SentencePiece and HF models) are
+# rules_startup's tokenizer rule, which reads train.sh's flags as well as the spec.
 TOKENIZER_FILES: Dict[str, Tuple[str, ...]] = {
-    "BertWordPieceLowerCase": ("vocab_file",), "BertWordPieceCase": ("vocab_file",),
-    "GPT2BPETokenizer": ("vocab_file", "merge_file"), "SentencePieceTokenizer": ("tokenizer_model",),
-    "GPTSentencePieceTokenizer": ("tokenizer_model",), "HFTokenizer": ("tokenizer_model",),
+    "GPT2BPETokenizer": ("vocab_file", "merge_file"),
 }
 
 Add = Callable[[Dict[str, str]], None]
