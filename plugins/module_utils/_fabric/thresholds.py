@@ -119,6 +119,35 @@ def port_threshold(rate_text: Optional[str], fraction: float = DEFAULT_PORT_FRAC
                      "%s x %g" % (str(rate_text).strip(), fraction))
 
 
+# Software RDMA (rdma_rxe's soft-RoCE devices, siw): the port's rate is its netdev's speed, while
+# the CPU copies every byte, so a healthy pair measures a small share of it (0.18 Gb/s between
+# the VMs of tests/unit/plugins/module_utils/_launch/fixtures). No rate-derived threshold there.
+SOFTWARE_RDMA_PREFIXES = ("rxe", "siw")
+
+
+def link_threshold(ends: Sequence[Mapping[str, Any]], fraction: float = DEFAULT_PORT_FRACTION,
+                   override: Any = None) -> Threshold:
+    """An ib_write_bw pair's minimum in Gb/s from both ends' ports (``hca``, ``rate``): the lower rate.
+
+    A link trains to the rate both ends support, so a port that came up at a lower rate sets the
+    pair's threshold; an end that is software RDMA, or whose rate is unreadable, leaves the pair
+    without a derived threshold (the site may still set one).
+    """
+    site = _override("port", "Gb/s", override)
+    if site:
+        return site
+    software = sorted({str(end.get("hca")) for end in ends
+                       if str(end.get("hca") or "").startswith(SOFTWARE_RDMA_PREFIXES)})
+    if software:
+        return Threshold("port", None, "Gb/s", ORIGIN_DETECTED,
+                         "software RDMA (%s): its rate is the netdev's, not what the CPU copy reaches; "
+                         "only traffic is required" % ", ".join(software))
+    rated = [(port_rate_gbps(end.get("rate")), str(end.get("rate") or "").strip()) for end in ends]
+    if not ends or any(rate is None for rate, _text in rated):
+        return port_threshold(None, fraction)
+    return port_threshold(min(rated)[1], fraction)
+
+
 # Usable PCIe bandwidth per lane and direction in GB/s: the transfer rate after line coding
 # (8b/10b to gen 2, 128b/130b from gen 3; gen 6's FLIT mode is counted as 128b/130b here).
 PCIE_LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.877}
@@ -190,9 +219,10 @@ def cross_algorithm_problem(algorithm: Optional[str], node_count: int, tool: str
     NCCL's Tree (and NVLSTree) all-reduce on two nodes reduces inside each node first, so its
     bus bandwidth can exceed what the network carries (nccl-tests#196, sjeaugey: "force
     NCCL_ALGO=RING" to benchmark the network); the gate therefore requires Ring on every
-    cross-node NCCL run. gloo has no NCCL_ALGO and is not held to it.
+    cross-node NCCL run (nccl-tests, or torch's nccl backend). gloo has no NCCL_ALGO and is not
+    held to it.
     """
-    if node_count < 2 or tool != "nccl-tests":
+    if node_count < 2 or tool == "gloo":
         return None
     if (algorithm or "").strip().lower() != "ring":
         return ("cross-node all-reduce ran with NCCL_ALGO=%s; expected Ring: Tree on %d nodes can report "

@@ -108,6 +108,7 @@ def test_cross_threshold(nodes, kwargs, expected, origin, basis):
     ("NVLSTree", 8, "nccl-tests", "expected Ring"),
     ("Tree", 1, "nccl-tests", None),
     (None, 3, "gloo", None),
+    ("Tree", 2, "nccl", "nccl-tests#196"),
 ])
 def test_cross_algorithm_problem(algorithm, nodes, tool, problem):
     found = th.cross_algorithm_problem(algorithm, nodes, tool)
@@ -149,3 +150,23 @@ def test_failed():
 def test_published(gpu, scope, value):
     reference = th.published(gpu, scope)
     assert (reference.value if reference else None) == value
+
+
+@pytest.mark.parametrize("ends, kwargs, expected, origin, basis", [
+    pytest.param([{"hca": "mlx5_0", "rate": HDR}, {"hca": "mlx5_0", "rate": HDR}], {}, 160.0, th.ORIGIN_DETECTED,
+                 "200 Gb/sec (4X HDR) x 0.8", id="hdr-both-ends"),
+    # A cable that trained at a lower rate on one end sets the pair's figure.
+    pytest.param([{"hca": "mlx5_0", "rate": HDR}, {"hca": "mlx5_2", "rate": "100 Gb/sec (4X EDR)"}], {}, 80.0,
+                 th.ORIGIN_DETECTED, "100 Gb/sec (4X EDR)", id="lower-end-sets-it"),
+    pytest.param([{"hca": "rxe0", "rate": "10 Gb/sec (1X QDR)"}, {"hca": "rxe0", "rate": "10 Gb/sec (1X QDR)"}], {},
+                 None, th.ORIGIN_DETECTED, "software RDMA (rxe0)", id="soft-roce-only-traffic"),
+    pytest.param([{"hca": "mlx5_0", "rate": HDR}, {"hca": "mlx5_0", "rate": None}], {}, None, th.ORIGIN_DETECTED,
+                 "unreadable", id="peer-rate-unknown"),
+    pytest.param([], {}, None, th.ORIGIN_DETECTED, "unreadable", id="no-ends"),
+    pytest.param([{"hca": "rxe0", "rate": None}], {"override": 0.05}, 0.05, th.ORIGIN_SITE, "site", id="site-wins"),
+    pytest.param([{"hca": "mlx5_0", "rate": HDR}], {"override": 0}, 0.0, th.ORIGIN_SITE, "site", id="site-zero"),
+])
+def test_link_threshold(ends, kwargs, expected, origin, basis):
+    threshold = th.link_threshold(ends, **kwargs)
+    assert (threshold.expected, threshold.origin) == (expected, origin)
+    assert basis in threshold.basis
