@@ -12,7 +12,10 @@ The logic lives in module_utils/_launch/; each filter is a thin adapter.
 * ``burnin_report(results, nodes, ranks_per_node, threshold)`` and ``burnin_table(report)``.
 * ``perftest_result(stdout)``, ``fabric_summary(pairs, min_gbps)`` and ``fabric_lines(summary)``: the
   fabric check's ib_write_bw figures (the infiniband role's fabric_check, which the burn-in runs first);
-  ``fabric_check_wanted(mode, local_facts, key)``: whether the burn-in runs it.
+  ``fabric_check_wanted(mode, local_facts, key)``: whether the burn-in runs it;
+  ``fabric_tested_port(role_facts)`` and ``fabric_link_threshold(ends, fraction, override)``: the port a
+  node's check tests and a pair's minimum from both ends' rates (_fabric.thresholds, as a dict);
+  ``fabric_burnin_gate(results, node_facts, fraction, override)``: the burn-in's all-reduce gate (_fabric.gate).
 * ``checkpoint_shape(files)``: TP/PP/DP of a DeepSpeed checkpoint tag from its file names.
 * ``checkpoint_step(tag)``: global_stepN -> N.
 * ``checkpoint_judge(names, path, tag, expect, profile, no_pipeline_parallel)``: a resume's one
@@ -42,6 +45,14 @@ from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import plan as _job_plan
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import rules_features as _job_rules_features
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import upstream as _job_upstream
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._fabric import gate as _fabric_gate
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._fabric import thresholds as _fabric_thresholds
+
+
+def _link_threshold(ends: Any, fraction: float = _fabric_thresholds.DEFAULT_PORT_FRACTION,
+                    override: Any = None) -> Dict[str, Any]:
+    """_fabric.thresholds.link_threshold as a dict: Jinja and the JSON report cannot read a tuple's names."""
+    return _fabric_thresholds.link_threshold(ends, fraction, override).as_dict()
 
 
 def _adapt(func: Callable[..., Any], name: str) -> Callable[..., Any]:
@@ -71,6 +82,9 @@ class FilterModule:
             "fabric_summary": _launch_fabric.fabric_summary,
             "fabric_lines": _launch_fabric.fabric_lines,
             "fabric_check_wanted": _launch_fabric.fabric_check_wanted,
+            "fabric_tested_port": _launch_fabric.tested_port,
+            "fabric_link_threshold": _link_threshold,
+            "fabric_burnin_gate": _fabric_gate.burnin_gate,
             "checkpoint_shape": _launch_checkpoints.checkpoint_shape,
             "checkpoint_step": _launch_checkpoints.step_of,
             "checkpoint_judge": _job_rules_features.judge_resume,

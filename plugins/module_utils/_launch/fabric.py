@@ -62,9 +62,11 @@ def perftest_result(stdout: str) -> Dict[str, Any]:
 def fabric_summary(pairs: Sequence[Mapping[str, Any]], min_gbps: float = 0.0) -> Dict[str, Any]:
     """The cluster's fabric check from its pairs (``node``, ``peer``, ``rc``, ``average_gbps``).
 
-    A pair whose client failed, measured nothing, or averaged at or below ``min_gbps`` is a
-    problem, named with both nodes, and its writing node is in ``failed_nodes``; ``slowest`` is
-    the pair with the lowest average, the link a ring all-reduce waits for.
+    A pair whose client failed or measured nothing is a problem, named with both nodes, and its
+    writing node is in ``failed_nodes``. So is a pair below its own ``threshold`` (a
+    _fabric.thresholds.Threshold as a dict: the link's rate x a fraction, or the site's figure,
+    with its origin), or, where the pair has no threshold, at or below ``min_gbps``. ``slowest``
+    is the pair with the lowest average, the link a ring all-reduce waits for.
     """
     problems: List[str] = []
     failed_nodes: List[str] = []
@@ -84,7 +86,17 @@ def fabric_summary(pairs: Sequence[Mapping[str, Any]], min_gbps: float = 0.0) ->
             failed_nodes.append(str(node))
             continue
         measured.append(pair)
-        if float(average) <= float(min_gbps):
+        threshold = pair.get("threshold") if isinstance(pair.get("threshold"), Mapping) else {}
+        expected = threshold.get("expected")
+        if isinstance(expected, (int, float)) and not isinstance(expected, bool) and (
+                float(average) < float(expected) or float(average) <= 0):
+            problems.append("%s -> %s: %.4g Gb/s average, expected >= %.4g Gb/s (%s: %s); check the port "
+                            "state and rate (ibv_devinfo, /sys/class/infiniband/*/ports/*/rate), the cable "
+                            "and NCCL_IB_GID_INDEX"
+                            % (node, peer, float(average), float(expected), threshold.get("origin"),
+                               threshold.get("basis")))
+            failed_nodes.append(str(node))
+        elif not isinstance(expected, (int, float)) and float(average) <= float(min_gbps):
             problems.append("%s -> %s: %.4g Gb/s average, expected more than %s Gb/s; check the port "
                             "state (ibv_devinfo), the link speed and NCCL_IB_GID_INDEX"
                             % (node, peer, float(average), min_gbps))
@@ -113,6 +125,12 @@ def fabric_lines(summary: Optional[Mapping[str, Any]]) -> List[str]:
         average = pair.get("average_gbps")
         figure = "%.4g Gb/s" % float(average) if isinstance(average, (int, float)) else "no result (rc %s)" % pair.get("rc")
         mark = "  <- slowest" if len(summary["pairs"]) > 1 and pair.get("node") == slowest.get("node") else ""
+        threshold = pair.get("threshold") if isinstance(pair.get("threshold"), Mapping) else {}
+        if isinstance(threshold.get("expected"), (int, float)):
+            figure += " measured, expected >= %.4g Gb/s (%s: %s)" % (
+                float(threshold["expected"]), threshold.get("origin"), threshold.get("basis"))
+        elif threshold:
+            figure += " measured, not gated (%s)" % threshold.get("basis")
         lines.append("  %s -> %s: %s%s" % (pair.get("node"), pair.get("peer"), figure, mark))
     return lines
 
@@ -140,3 +158,23 @@ def fabric_check_wanted(mode: str, local_facts: Sequence[Any], facts_key: str = 
         if not (isinstance(env, Mapping) and str(env.get("NCCL_IB_HCA") or "").strip()):
             return False
     return True
+
+
+def tested_port(role_facts: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+    """The HCA port the fabric check tests on a node, with its sysfs rate, from the infiniband role's facts.
+
+    The check uses the first ``HCA:port`` of ``nccl_env.NCCL_IB_HCA`` ("=mlx5_0:1,mlx5_1:1"; a
+    leading "=" or "^" is NCCL's exact-match or exclude mark); its rate comes from the role's
+    ``ports`` (what discover.yml read from /sys/class/infiniband). Empty values when the facts
+    do not name it.
+    """
+    facts = role_facts if isinstance(role_facts, Mapping) else {}
+    env = facts.get("nccl_env") if isinstance(facts.get("nccl_env"), Mapping) else {}
+    first = str(env.get("NCCL_IB_HCA") or "").lstrip("=^").split(",", 1)[0]
+    hca, _sep, port = first.partition(":")
+    port = port or "1"
+    rate = None
+    for entry in facts.get("ports") or []:
+        if isinstance(entry, Mapping) and str(entry.get("hca")) == hca and str(entry.get("port")) == port:
+            rate = entry.get("rate") or None
+    return {"hca": hca or None, "port": port if hca else None, "rate": rate}

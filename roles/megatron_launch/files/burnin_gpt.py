@@ -16,7 +16,9 @@ enables it. Like pretrain_gpt.py, the optimizer is built here and handed to deep
 offloads the optimizer to the CPU (DeepSpeed refuses another optimizer with ZeRO-Offload).
 
 Output: one line per step from rank 0 (`BURNIN step=...`), then one line per rank:
-`BURNIN_RESULT {json}`. Rank 0's line also carries the per-node table and `slow_nodes`.
+`BURNIN_RESULT {json}`. Rank 0's line also carries the per-node table and `slow_nodes`; every
+line carries `allreduce_gate`, the world all-reduce timed at the fabric gate's large sizes
+(--gate-mib), which the controller judges against the threshold of module_utils/_fabric.
 
 Throughput figures:
 * tokens/s per rank = micro x grad_acc x seq x timed steps / timed seconds (the first step of a
@@ -148,6 +150,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         help="square matmul size timed per rank for the planner (0: skip; default 8192 on a GPU, 512 on CPU)")
     parser.add_argument("--calibrate-mib", type=int, default=None,
                         help="all-reduce size timed over the world and each node (0: skip; default 256 on a GPU, 4 on CPU)")
+    parser.add_argument("--gate-mib", default=None,
+                        help="comma-separated all-reduce sizes in MiB timed over the world for the fabric gate "
+                             "(0: skip; default 64 on CPU, 256,1024 on a GPU: large enough to measure bandwidth)")
     parser.add_argument("--seed", type=int, default=1234)
     # Megatron-DeepSpeed's profiler flags (megatron/profiler.py), same meaning: the PyTorch
     # profiler over steps START..END on the chosen ranks, traces written under --profile-dir.
@@ -277,6 +282,45 @@ def calibrate(args: argparse.Namespace, device: torch.device, dtype: torch.dtype
         out["world_busbw_gbps"] = None if world_busbw is None else round(world_busbw, 3)
         out["node_busbw_gbps"] = None if node_busbw is None else round(node_busbw, 3)
     return out
+
+
+def allreduce_gate(device: torch.device, sizes_mib: List[int], reps: int = 3) -> Optional[Dict[str, Any]]:
+    """The fabric gate's measurement: a sum all-reduce over the world at each size, as nccl-tests'
+    all_reduce_perf reports it (time per call, algbw = bytes / time, busbw = algbw x 2(n-1)/n), in
+    the burn-in's own JSON that module_utils/_fabric/allreduce.py parse_gloo reads. One warm-up
+    call per size also checks the data: every element of a sum of ones is the world size."""
+    ranks = torch_dist.get_world_size()
+    if ranks < 2 or not sizes_mib:
+        return None
+    results = []
+    for mib in sizes_mib:
+        tensor = torch.ones(mib * 1024 * 1024 // 4, dtype=torch.float32, device=device)
+        torch_dist.all_reduce(tensor)  # warm-up (connections, buffers) and the data check
+        synchronize()
+        wrong = int((tensor != float(ranks)).sum().item())
+        torch_dist.barrier()
+        start = time.perf_counter()
+        for rep in range(reps):  # pylint: disable=unused-variable
+            torch_dist.all_reduce(tensor)
+        synchronize()
+        seconds = max(time.perf_counter() - start, 1e-9) / reps
+        size = tensor.numel() * 4
+        algbw = size / seconds / 1e9
+        results.append({"size": size, "time_us": round(seconds * 1e6, 3), "algbw": round(algbw, 4),
+                        "busbw": round(algbw * 2.0 * (ranks - 1) / ranks, 4), "wrong": wrong})
+        del tensor
+    backend = str(torch_dist.get_backend())
+    return {"tool": backend, "ranks": ranks, "results": results,
+            # NCCL picks Tree or Ring itself unless told; the gate wants Ring across nodes.
+            "algorithm": os.environ.get("NCCL_ALGO") if backend == "nccl" else None}
+
+
+def gate_sizes(text: Optional[str], gpu: bool) -> List[int]:
+    """--gate-mib as a list of sizes; "0" or empty turns the gate's measurement off."""
+    if text is None:
+        return [256, 1024] if gpu else [64]
+    sizes = [int(part) for part in str(text).replace(" ", "").split(",") if part]
+    return [size for size in sizes if size > 0]
 
 
 def boot_id() -> Optional[str]:
@@ -424,6 +468,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     torch_dist.barrier()  # every rank probes at the same time, as it will train
     probe_tps = probe(args, device, dtype, micro)
     calibration = calibrate(args, device, dtype, hostname)
+    gate = allreduce_gate(device, gate_sizes(args.gate_mib, device.type != "cpu"))
 
     model = GPT(args.vocab, args.seq, args.layers, args.hidden, args.heads)
     params = matmul_params(model)
@@ -531,6 +576,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         "loss_ratio": None if math.isnan(initial_loss) else round(final_loss / initial_loss, 5),
         "checkpoint": checkpoint,
         "calibration": calibration,
+        "allreduce_gate": gate,
         # The kernel's boot id: nodes that share one are containers on one machine, whose probes
         # compete for the same CPUs (the report does not call one of them slow).
         "boot_id": boot_id(),

@@ -11,6 +11,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.megatron_ds.cluster.plugins.filter.megatron_launch import FilterModule
 
 FILTERS = FilterModule().filters()
+NDR_PORT = {"hca": "mlx5_0", "port": "1", "rate": "400 Gb/sec (4X NDR)"}
 
 
 @pytest.mark.parametrize("name, args, expected", [
@@ -29,6 +30,11 @@ FILTERS = FilterModule().filters()
      {"layout": "deepspeed", "tp": 2, "pp": 1, "dp": None, "no_pipeline_parallel": True, "files": 2}),
     ("perftest_result", ("no result",), {}),
     ("fabric_lines", (None,), []),
+    ("fabric_tested_port", ({"nccl_env": {"NCCL_IB_HCA": "mlx5_0:1"}, "ports": [NDR_PORT]},),
+     {"hca": "mlx5_0", "port": "1", "rate": "400 Gb/sec (4X NDR)"}),
+    ("fabric_link_threshold", ([{"hca": "mlx5_0", "rate": "400 Gb/sec (4X NDR)"}], 0.9),
+     {"scope": "port", "expected": 360.0, "unit": "Gb/s", "origin": "detected hardware",
+      "basis": "400 Gb/sec (4X NDR) x 0.9"}),
 ])
 def test_filters(name, args, expected):
     assert FILTERS[name](*args) == expected

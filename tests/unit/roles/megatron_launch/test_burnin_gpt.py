@@ -226,3 +226,31 @@ def test_calibration_can_be_turned_off_and_a_single_rank_times_no_all_reduce(tmp
     off = _run(tmp_path / "off", ["--steps", "1", "--calibrate-matmul", "0", "--calibrate-mib", "0"])
     assert off.returncode == 0, off.stdout[-2000:] + off.stderr[-2000:]
     assert _result(off.stdout)["calibration"] == {}
+
+
+@pytest.mark.parametrize("gate_mib, sizes", [("1,2", [1 << 20, 2 << 20]), ("0", None)])
+def test_the_fabric_gate_times_the_world_all_reduce_at_its_sizes(tmp_path, gate_mib, sizes):
+    """Two gloo ranks: each size timed, busbw = algbw x 2(n-1)/n (1 for two ranks), the data
+    check finds no wrong element; "0" measures nothing."""
+    proc = _torchrun(tmp_path, 2, ["--steps", "2", "--calibrate-matmul", "0", "--calibrate-mib", "0",
+                                   "--gate-mib", gate_mib])
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    decoder = json.JSONDecoder()
+    results = [decoder.raw_decode(part)[0] for part in proc.stdout.split("BURNIN_RESULT ")[1:]]
+    assert len(results) == 2
+    for result in results:
+        gate = result["allreduce_gate"]
+        if sizes is None:
+            assert gate is None
+            continue
+        assert (gate["tool"], gate["ranks"], gate["algorithm"]) == ("gloo", 2, None)
+        assert [row["size"] for row in gate["results"]] == sizes
+        for row in gate["results"]:
+            assert row["wrong"] == 0 and row["time_us"] > 0
+            assert row["busbw"] == pytest.approx(row["algbw"], rel=1e-3)
+
+
+def test_a_single_rank_has_no_fabric_gate_figures(tmp_path):
+    proc = _run(tmp_path, ["--steps", "1", "--calibrate-matmul", "0", "--calibrate-mib", "0", "--gate-mib", "1"])
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert _result(proc.stdout)["allreduce_gate"] is None

@@ -63,6 +63,12 @@ def _pair(node, peer, average, rc=0, **extra):
     return pair
 
 
+HDR_PAIR = {"scope": "port", "expected": 160.0, "unit": "Gb/s", "origin": "detected hardware",
+            "basis": "200 Gb/sec (4X HDR) x 0.8"}
+SOFT_PAIR = {"scope": "port", "expected": None, "unit": "Gb/s", "origin": "detected hardware",
+             "basis": "software RDMA (rxe0)"}
+
+
 @pytest.mark.parametrize("pairs, min_gbps, slowest, passed, problems", [
     pytest.param([_pair("n1", "n2", 0.0896), _pair("n2", "n1", 0.0817)], 0, "n2", True, [], id="soft-roce-ring"),
     pytest.param([_pair("n1", "n2", 190.0), _pair("n2", "n3", 96.0), _pair("n3", "n1", 189.0)], 150, "n2", False,
@@ -80,6 +86,15 @@ def _pair(node, peer, average, rc=0, **extra):
     pytest.param([_pair("n1", "n2", 0.0)], 0, "n1", False,
                  ["n1 -> n2: 0 Gb/s average, expected more than 0 Gb/s"], id="zero-is-not-flowing"),
     pytest.param([], 0, None, False, [], id="no-pairs"),
+    # A per-pair threshold (the ports' rate x the fraction) replaces min_gbps, and names its origin.
+    pytest.param([_pair("n1", "n2", 190.0, threshold=HDR_PAIR), _pair("n2", "n1", 96.0, threshold=HDR_PAIR)], 0, "n2",
+                 False, ["n2 -> n1: 96 Gb/s average, expected >= 160 Gb/s (detected hardware: 200 Gb/sec (4X HDR) x 0.8)"],
+                 id="below-the-port-rate-threshold"),
+    pytest.param([_pair("n1", "n2", 160.0, threshold=HDR_PAIR)], 0, "n1", True, [], id="at-the-threshold-passes"),
+    pytest.param([_pair("n1", "n2", 0.0, threshold=dict(HDR_PAIR, expected=0.0))], 0, "n1", False,
+                 ["n1 -> n2: 0 Gb/s average, expected >= 0 Gb/s"], id="site-zero-still-needs-traffic"),
+    # No derived threshold (soft-RoCE): min_gbps still applies.
+    pytest.param([_pair("n1", "n2", 0.09, threshold=SOFT_PAIR)], 0, "n1", True, [], id="soft-roce-traffic-only"),
 ])
 def test_fabric_summary(pairs, min_gbps, slowest, passed, problems):
     summary = fabric.fabric_summary(pairs, min_gbps)
@@ -101,6 +116,12 @@ def test_fabric_summary(pairs, min_gbps, slowest, passed, problems):
                   "  n2 -> n1: 0.0817 Gb/s  <- slowest"], id="two-pairs"),
     pytest.param({"pairs": [_pair("n1", "n2", None, rc=1)], "slowest": None},
                  ["fabric (ib_write_bw, one pair at a time):", "  n1 -> n2: no result (rc 1)"], id="failed-pair"),
+    pytest.param({"pairs": [_pair("n1", "n2", 96.0, threshold=HDR_PAIR), _pair("n2", "n1", 0.09, threshold=SOFT_PAIR)],
+                  "slowest": _pair("n2", "n1", 0.09)},
+                 ["fabric (ib_write_bw, one pair at a time):",
+                  "  n1 -> n2: 96 Gb/s measured, expected >= 160 Gb/s (detected hardware: 200 Gb/sec (4X HDR) x 0.8)",
+                  "  n2 -> n1: 0.09 Gb/s measured, not gated (software RDMA (rxe0))  <- slowest"],
+                 id="measured-against-expected"),
     pytest.param(None, [], id="not-run"),
     pytest.param({"pairs": []}, [], id="no-pairs"),
 ])
@@ -143,3 +164,17 @@ def test_fabric_check_wanted(mode, local_facts, key, expected):
 def test_fabric_check_wanted_refuses_an_unknown_mode():
     with pytest.raises(ValueError, match="'yes'; expected one of auto, always, never"):
         fabric.fabric_check_wanted("yes", [])
+
+
+@pytest.mark.parametrize("facts, expected", [
+    pytest.param({"nccl_env": {"NCCL_IB_HCA": "=mlx5_1:1,mlx5_0:1"},
+                  "ports": [{"hca": "mlx5_0", "port": "1", "rate": "200 Gb/sec (4X HDR)"},
+                            {"hca": "mlx5_1", "port": "1", "rate": "100 Gb/sec (4X EDR)"}]},
+                 {"hca": "mlx5_1", "port": "1", "rate": "100 Gb/sec (4X EDR)"}, id="first-of-nccl-ib-hca"),
+    pytest.param({"nccl_env": {"NCCL_IB_HCA": "rxe0"}, "ports": [{"hca": "rxe0", "port": "1", "rate": ""}]},
+                 {"hca": "rxe0", "port": "1", "rate": None}, id="port-defaults-to-1-empty-rate"),
+    pytest.param({"nccl_env": {}}, {"hca": None, "port": None, "rate": None}, id="no-hca"),
+    pytest.param(None, {"hca": None, "port": None, "rate": None}, id="no-facts"),
+])
+def test_tested_port(facts, expected):
+    assert fabric.tested_port(facts) == expected
