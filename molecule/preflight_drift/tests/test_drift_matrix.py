@@ -346,8 +346,10 @@ DRIFTS = [
           _numpy_version("preflight_drift_numpy_drift", compile=True), _numpy_version("2.4.6", compile=True),
           exactly=True),
     # Not in the table: "deepspeed-edit-mtime-restored" (DEEPSPEED_MTIME_RESTORED) went unnoticed in its
-    # first run here (2026-12-07, node 3 after 18 other drifts) while the unit tests of the ctime rule
-    # pass; withdrawn until the cause is found (tests/unit/.../_facts/test_integrity.py covers the rule).
+    # first run here (2026-12-07, node3). The "deepspeed" drift had reinstalled DeepSpeed on node3 shortly
+    # before, and an edit within integrity.CTIME_SLACK (120 s) of RECORD's ctime is not hashed, by design
+    # (reproduced outside molecule: six installed, edited with its mtime restored at once: missed with
+    # the slack, caught with ctime_slack=0). To come back once the drift waits out the slack.
     Drift("pth-added", 1, "venv", ("venv.unowned_code",), *PTH_ADDED),
     Drift("sitecustomize-added", 2, "venv", ("venv.unowned_code",), *SITECUSTOMIZE_ADDED),
     Drift("nccl-env-one-node", 2, "nccl", ("same.nccl_env",), _nccl_env_append, _nccl_env_restore),
