@@ -632,22 +632,13 @@ def _empty(section: str) -> Any:
     return json.loads(json.dumps(_EMPTY[section]))  # a fresh copy each time
 
 
-def _listdir(host: Host) -> Callable[[str], List[str]]:
-    def listdir(node_path: str) -> List[str]:
-        try:
-            return os.listdir(host.path(node_path))
-        except OSError:
-            return []
-    return listdir
-
-
 def collect_trainer_imports(host: Host, venv: Optional[str], megatron_dir: Optional[str], entry: str,
                             accelerator: str) -> Optional[Dict[str, Any]]:
     """The entry script's start-up imports (_imports) against the venv's site-packages and its
     interpreter's standard library; None without a checkout or a venv."""
     if not venv or not megatron_dir or not host.isfile(megatron_dir.rstrip("/") + "/" + entry):
         return None
-    listdir = _listdir(host)
+    listdir = host.listdir  # node paths under the facts' root; [] for a missing directory
     libs = sorted(name for name in listdir(venv.rstrip("/") + "/lib") if re.match(r"^python\d+\.\d+$", name))
     site = [venv.rstrip("/") + "/lib/%s/site-packages" % name for name in libs]
     home = (_imports.pyvenv_home(host.read_text(venv.rstrip("/") + "/pyvenv.cfg")) or "").rstrip("/")
