@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import testinfra
 
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch.logs import ResultParts
 from ansible_collections.megatron_ds.cluster.tests.support.ansible_run import ansible_env, ansible_playbook_argv
 
 SCENARIO_DIR = Path(__file__).resolve().parents[1]
@@ -86,20 +87,22 @@ def start_markers(path: str, host: str = "node1") -> int:
 
 
 def burnin_results(lines: List[str]) -> List[Dict[str, Any]]:
-    """Every rank's BURNIN_RESULT, with the pdsh prefix (the node that printed it) added.
+    """Every rank's burn-in result, read from its BURNIN_RESULT_PART lines as the collection reads
+    them (_launch/logs.py ResultParts), with the pdsh prefix (the node that printed it) added.
 
-    Two ranks of a node share stdout, and print() writes text and newline separately, so one
-    line can carry two results: each JSON object is decoded where it starts."""
-    decoder = json.JSONDecoder()
-    results = []
+    The parts are gathered per prefix: a rank whose parts came from two nodes is incomplete on
+    both, and fails the test that expects it."""
+    by_prefix: Dict[Optional[str], ResultParts] = {}
     for line in lines:
         prefix = re.match(r"^(\S+): ", line)
-        start = line.find("BURNIN_RESULT ")
-        while start >= 0:
-            value, end = decoder.raw_decode(line, start + len("BURNIN_RESULT "))
-            value["pdsh_prefix"] = prefix.group(1) if prefix else None
+        by_prefix.setdefault(prefix.group(1) if prefix else None, ResultParts()).add(line)
+    results = []
+    for prefix, parts in by_prefix.items():
+        found, problems = parts.results()
+        assert not problems, problems
+        for value in found:
+            value["pdsh_prefix"] = prefix
             results.append(value)
-            start = line.find("BURNIN_RESULT ", end)
     return results
 
 

@@ -31,6 +31,8 @@ _MEGATRON_SIGTERM = "exiting program after receiving SIGTERM"
 # The burn-in (roles/megatron_launch/files/burnin_gpt.py)
 _BURNIN_STEP = re.compile(r"BURNIN step=(\d+) loss=([-+0-9.eEnaif]+) step_time=([0-9.]+)s tokens_per_s_per_rank=([0-9.]+)")
 _RESULT_TAG = "BURNIN_RESULT "
+# burnin_gpt.py result_lines: one rank's result cut into numbered chunks, each line closed by "|".
+_RESULT_PART = re.compile(r"BURNIN_RESULT_PART (\d+) (\d+)/(\d+) (.*?)\|(?=$|BURNIN_RESULT)")
 _BURNIN_CHECKPOINT = re.compile(r"BURNIN checkpoint (\S+) \((\w+)\)")
 _BURNIN_RESUMED = re.compile(r"BURNIN resumed from (\S+) at step (\d+)")
 
@@ -64,6 +66,47 @@ def burnin_results_in(line: str) -> Tuple[List[Dict[str, Any]], bool]:
                 bad = True
         start = line.find(_RESULT_TAG, end)
     return found, bad
+
+
+class ResultParts:
+    """The burn-in's results from their ``BURNIN_RESULT_PART`` lines, in whatever order the
+    launcher's output brought the ranks' lines.
+
+    A part seen again (the same rank, index and count) replaces the earlier one; a rank whose
+    parts are incomplete or do not decode is reported, not guessed at.
+    """
+
+    def __init__(self) -> None:
+        self.parts: Dict[Tuple[int, int], Dict[int, str]] = {}
+
+    def add(self, line: str) -> bool:
+        """Take the parts in one log line; whether it held any."""
+        matches = list(_RESULT_PART.finditer(line))
+        for match in matches:
+            rank, index, count = int(match.group(1)), int(match.group(2)), int(match.group(3))
+            self.parts.setdefault((rank, count), {})[index] = match.group(4)
+        return bool(matches)
+
+    def results(self) -> Tuple[List[Dict[str, Any]], List[str]]:
+        """The decoded results, by rank, and one problem line per rank that did not decode."""
+        found: List[Dict[str, Any]] = []
+        problems: List[str] = []
+        for (rank, count), chunks in sorted(self.parts.items()):
+            missing = [index for index in range(1, count + 1) if index not in chunks]
+            if missing:
+                problems.append("BURNIN_RESULT_PART of rank %d: part(s) %s of %d missing from the log"
+                                % (rank, ",".join(str(index) for index in missing), count))
+                continue
+            try:
+                value = json.loads("".join(chunks[index] for index in range(1, count + 1)))
+            except ValueError as err:
+                problems.append("BURNIN_RESULT_PART of rank %d: its %d part(s) do not decode (%s)" % (rank, count, err))
+                continue
+            if isinstance(value, dict):
+                found.append(value)
+            else:
+                problems.append("BURNIN_RESULT_PART of rank %d: not a JSON object" % rank)
+        return found, problems
 
 
 def iteration_entry(line: str) -> Tuple[Optional[str], Optional[Dict[str, Any]]]:
@@ -126,6 +169,7 @@ def parse_log(lines: Iterable[str], error_lines: int = 8) -> Dict[str, Any]:
         "errors": [],
     }
     errors: List[str] = []
+    parts = ResultParts()
     for line in lines:
         start = _LAUNCH_START.match(line)
         if start:
@@ -143,6 +187,9 @@ def parse_log(lines: Iterable[str], error_lines: int = 8) -> Dict[str, Any]:
             if summary["first"] is None:
                 summary["first"] = entry
             summary["last"] = entry
+            continue
+        if parts.add(line):
+            summary["kind"] = summary["kind"] or "burnin"
             continue
         if _RESULT_TAG in line:
             found, bad = burnin_results_in(line)
@@ -177,5 +224,8 @@ def parse_log(lines: Iterable[str], error_lines: int = 8) -> Dict[str, Any]:
             continue
         if _ERROR.search(line):
             errors.append(line.strip()[:300])
+    found, problems = parts.results()
+    summary["burnin_results"].extend(found)
+    errors.extend(problems)
     summary["errors"] = errors[-error_lines:] if error_lines else []
     return summary

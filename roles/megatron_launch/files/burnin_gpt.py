@@ -15,10 +15,11 @@ enables it. Like pretrain_gpt.py, the optimizer is built here and handed to deep
 (the rendered config has no "optimizer" block): torch AdamW, or DeepSpeedCPUAdam when the config
 offloads the optimizer to the CPU (DeepSpeed refuses another optimizer with ZeRO-Offload).
 
-Output: one line per step from rank 0 (`BURNIN step=...`), then one line per rank:
-`BURNIN_RESULT {json}`. Rank 0's line also carries the per-node table and `slow_nodes`; every
-line carries `allreduce_gate`, the world all-reduce timed at the fabric gate's large sizes
-(--gate-mib), which the controller judges against the threshold of module_utils/_fabric.
+Output: one line per step from rank 0 (`BURNIN step=...`), then each rank's result as JSON, in
+`BURNIN_RESULT_PART <rank> <i>/<n> <chunk>|` lines (result_lines). Rank 0's result also carries
+the per-node table and `slow_nodes`; every result carries `allreduce_gate`, the world
+all-reduce timed at the fabric gate's large sizes (--gate-mib), which the controller judges
+against the threshold of module_utils/_fabric.
 
 Throughput figures:
 * tokens/s per rank = micro x grad_acc x seq x timed steps / timed seconds (the first step of a
@@ -62,7 +63,13 @@ import torch.nn.functional as F
 import deepspeed
 from deepspeed.accelerator import get_accelerator
 
-RESULT_TAG = "BURNIN_RESULT"
+# A rank's result goes out in numbered parts of at most this many characters, each on a line of
+# its own ending in "|". Under srun, slurmstepd forwards a task's output in messages of at most
+# 1024 bytes (SLURM_IO_MAX_MSG_LEN, src/common/io_hdr.h), so a longer line reaches the job log in pieces that
+# another task's output can land between: rank 0's line (node table, calibration, fabric gate)
+# was cut that way in a resumed 6-rank job. A line shorter than a message arrives whole.
+RESULT_PART_TAG = "BURNIN_RESULT_PART"
+RESULT_PART_CHARS = 800
 
 
 # ------------------------------------------------------------------------------------------------
@@ -313,6 +320,17 @@ def allreduce_gate(device: torch.device, sizes_mib: List[int], reps: int = 3) ->
     return {"tool": backend, "ranks": ranks, "results": results,
             # NCCL picks Tree or Ring itself unless told; the gate wants Ring across nodes.
             "algorithm": os.environ.get("NCCL_ALGO") if backend == "nccl" else None}
+
+
+def result_lines(rank: int, result: Dict[str, Any]) -> List[str]:
+    """The rank's result as `BURNIN_RESULT_PART <rank> <i>/<n> <chunk>|` lines: compact JSON cut
+    into chunks that, read back in order, decode to the result (module_utils/_launch/logs.py
+    ResultParts). The closing "|" keeps a chunk's trailing space from being taken for line
+    padding."""
+    text = json.dumps(result, sort_keys=True, separators=(",", ":"))
+    chunks = [text[at:at + RESULT_PART_CHARS] for at in range(0, len(text), RESULT_PART_CHARS)]
+    return ["%s %d %d/%d %s|\n" % (RESULT_PART_TAG, rank, index + 1, len(chunks), chunk)
+            for index, chunk in enumerate(chunks)]
 
 
 def gate_sizes(text: Optional[str], gpu: bool) -> List[int]:
@@ -586,10 +604,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     if rank == 0:
         result.update(node_table(gathered, args.slow_threshold))
         result["slow_threshold"] = args.slow_threshold
-    # One write of the whole line: the ranks of a node share the launcher's stdout, and print()
-    # writes the text and its newline apart, so two ranks' results could run into one line.
-    sys.stdout.write("%s %s\n" % (RESULT_TAG, json.dumps(result, sort_keys=True)))
-    sys.stdout.flush()
+    # One write per part line: the ranks of a node share the launcher's stdout, and print()
+    # writes the text and its newline apart, so two ranks' lines could run into one.
+    for line in result_lines(rank, result):
+        sys.stdout.write(line)
+        sys.stdout.flush()
     torch_dist.barrier()
     # Tear the process group down here rather than at interpreter exit, where its threads (gloo,
     # DeepSpeed's shared-memory all-reduce) are destroyed in no fixed order: a rank of a finished

@@ -16,6 +16,8 @@ from typing import Dict, List, Optional, Tuple
 
 import pytest
 
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch.logs import ResultParts
+
 SCRIPT = pathlib.Path(__file__).resolve().parents[4] / "roles" / "megatron_launch" / "files" / "burnin_gpt.py"
 
 
@@ -62,9 +64,23 @@ def _run(tmp_path: pathlib.Path, extra: List[str]) -> subprocess.CompletedProces
     return subprocess.run(argv, env=env, cwd=tmp_path, text=True, capture_output=True, timeout=300, check=False)
 
 
+def _results(output: str) -> List[dict]:
+    """Every rank's result, put together from its BURNIN_RESULT_PART lines as the collection
+    does; a rank whose parts do not decode fails the test. Every part line fits one of srun's
+    1024-byte output messages, so no other task's output can land inside it."""
+    parts = ResultParts()
+    for line in output.splitlines():
+        if parts.add(line):
+            assert len(line.encode()) + 1 <= 1024, line
+    assert "BURNIN_RESULT " not in output
+    found, problems = parts.results()
+    assert not problems, problems
+    return found
+
+
 def _result(output: str) -> dict:
-    line = next(line for line in output.splitlines() if line.startswith("BURNIN_RESULT "))
-    return json.loads(line[len("BURNIN_RESULT "):])
+    (result,) = _results(output)
+    return result
 
 
 @pytest.mark.parametrize("profile, steps, ranks, traced", [
@@ -140,7 +156,7 @@ def test_sigterm_saves_and_exits_zero_even_when_signalled_again(tmp_path):
             seen.append(line)
             if line.startswith("BURNIN step=3 "):
                 proc.send_signal(15)
-            elif line.startswith("BURNIN_RESULT "):
+            elif line.startswith("BURNIN_RESULT_PART "):
                 proc.send_signal(15)  # the late one, while the rank finishes
         rc = proc.wait(timeout=120)
     finally:
@@ -204,8 +220,7 @@ def test_calibration_measures_matmul_and_allreduce_for_the_planner(tmp_path):
     proc = _torchrun(tmp_path, 2, ["--steps", "2", "--calibrate-matmul", "64", "--calibrate-mib", "1"])
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     # Each result wherever it starts: torch's launcher merges the two ranks' output streams.
-    decoder = json.JSONDecoder()
-    results = [decoder.raw_decode(part)[0] for part in proc.stdout.split("BURNIN_RESULT ")[1:]]
+    results = _results(proc.stdout)
     assert len(results) == 2
     for result in results:
         calibration = result["calibration"]
@@ -235,8 +250,7 @@ def test_the_fabric_gate_times_the_world_all_reduce_at_its_sizes(tmp_path, gate_
     proc = _torchrun(tmp_path, 2, ["--steps", "2", "--calibrate-matmul", "0", "--calibrate-mib", "0",
                                    "--gate-mib", gate_mib])
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    decoder = json.JSONDecoder()
-    results = [decoder.raw_decode(part)[0] for part in proc.stdout.split("BURNIN_RESULT ")[1:]]
+    results = _results(proc.stdout)
     assert len(results) == 2
     for result in results:
         gate = result["allreduce_gate"]

@@ -87,6 +87,73 @@ def test_burnin_log_with_two_results_on_one_line():
     assert summary["errors"] == ["node2: BURNIN_RESULT {broken"]
 
 
+def _part_lines(rank, result, size=40, prefix=""):
+    """A rank's result cut as burnin_gpt.py result_lines cuts it (compact JSON, numbered chunks
+    closed by "|"), small chunks so that one result spans several lines."""
+    text = json.dumps(result, sort_keys=True, separators=(",", ":"))
+    chunks = [text[at:at + size] for at in range(0, len(text), size)]
+    return ["%sBURNIN_RESULT_PART %d %d/%d %s|" % (prefix, rank, index + 1, len(chunks), chunk)
+            for index, chunk in enumerate(chunks)]
+
+
+def _interleaved(*streams):
+    out = []
+    for row in range(max(len(stream) for stream in streams)):
+        out.extend(stream[row] for stream in streams if row < len(stream))
+    return out
+
+
+R0 = dict(_result("node1", 0), flops_formula="6*P + 12*L*h*s (P = matmul weights)")
+R1 = _result("node2", 1)
+
+
+@pytest.mark.parametrize("lines, ranks, problems", [
+    # In order, and with pdsh's node prefix.
+    (_part_lines(0, R0), [0], []),
+    (_part_lines(0, R0, prefix="node1: "), [0], []),
+    # Two ranks' parts interleaved line by line (srun forwarding two tasks), and in reverse order.
+    (_interleaved(_part_lines(0, R0), _part_lines(1, R1)), [0, 1], []),
+    (list(reversed(_part_lines(0, R0))), [0], []),
+    # A chunk ending in a space (the formula's): the closing "|" keeps it.
+    (_part_lines(0, R0, size=2), [0], []),
+    # A part seen twice (a repeated line) counts once.
+    (_part_lines(0, R0) + _part_lines(0, R0)[:1], [0], []),
+    # Two parts written into one line (the launcher merged two writes).
+    (["".join(_part_lines(1, R1, size=10000)) + "".join(_part_lines(0, R0, size=10000))], [0, 1], []),
+    # A part missing: that rank is reported, the other still read.
+    (_part_lines(0, R0)[:1] + _part_lines(0, R0)[2:] + _part_lines(1, R1), [1],
+     ["BURNIN_RESULT_PART of rank 0: part(s) 2 of %d missing from the log" % len(_part_lines(0, R0))]),
+    # Parts that put together are no JSON object.
+    (["BURNIN_RESULT_PART 3 1/2 {\"a\":|", "BURNIN_RESULT_PART 3 2/2 }|"], [], ["BURNIN_RESULT_PART of rank 3: its 2 part(s) do not decode"]),
+    (["BURNIN_RESULT_PART 4 1/1 [1,2]|"], [], ["BURNIN_RESULT_PART of rank 4: not a JSON object"]),
+    # A line cut before its closing "|" holds no part.
+    (["BURNIN_RESULT_PART 5 1/1 {\"rank\":5}"], [], []),
+])
+def test_result_parts_are_put_together_per_rank(lines, ranks, problems):
+    parts = la_logs.ResultParts()
+    for line in lines:
+        parts.add(line)
+    found, reported = parts.results()
+    assert [result["rank"] for result in found] == ranks
+    assert [problem[:len(expected)] for problem, expected in zip(reported, problems)] == problems
+    assert len(reported) == len(problems)
+    if 0 in ranks:
+        assert found[0] == R0
+
+
+def test_a_burnin_log_in_parts_reads_as_its_results():
+    """parse_log: the parts of every rank, whatever lines came between them, and a rank whose
+    parts do not put together named among the errors."""
+    lines = (["node1: BURNIN step=10 loss=4.9000 step_time=0.100s tokens_per_s_per_rank=1280.0"]
+             + _interleaved(_part_lines(0, R0, prefix="node1: "), _part_lines(1, R1, prefix="node2: "),
+                            ["node3: some other output"] * 5)
+             + _part_lines(2, _result("node3", 2), prefix="node3: ")[1:])
+    summary = la_logs.parse_log(lines)
+    assert summary["kind"] == "burnin"
+    assert [r["rank"] for r in summary["burnin_results"]] == [0, 1]
+    assert summary["errors"][-1].startswith("BURNIN_RESULT_PART of rank 2: part(s) 1 of ")
+
+
 def test_error_lines_are_kept_last_first():
     lines = ["node2: Traceback (most recent call last):", "node2: FileNotFoundError: [Errno 2] No such file",
              "pdsh@node1: node2: ssh exited with exit code 1"]
