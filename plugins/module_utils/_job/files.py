@@ -167,18 +167,21 @@ def contents(spec: Mapping[str, Any], profile: ProfileArg, hosts: Sequence[str])
     The role computes this into one fact and the templates (train.sh, ds_config.json,
     .deepspeed_env, hostfile) only lay it out, so each file's content has one builder and the
     fact is what was written. ``hosts`` are the launcher's names for the nodes, in rank order.
+
+    The environment's values are checked here but not returned, only its names: the role keeps
+    this in a fact, which ``-v`` prints, and megatron_job_env holds a job's tokens. The
+    .deepspeed_env template builds its lines with the ``deepspeed_env_lines`` filter itself.
     """
     job, prof = _prepare(spec, profile)
     env = deepspeed_env(job, prof)
-    env_lines = _env_lines(env, prof)  # its own messages for the deepspeed_env hop
+    _env_lines(env, prof)  # its own messages for the deepspeed_env hop
     _hops.refuse_spec(job)  # the rule validate.yml reports (hop_findings), as the renderers' gate
     return {
         "summary": summary(job),
         "ds_config": ds_config(job, prof),
         "launch_args": launch_args(job),
         "train_arg_groups": train_arg_groups(job, prof),
-        "deepspeed_env": env,
-        "deepspeed_env_lines": env_lines,
+        "deepspeed_env_keys": sorted(env),
         "deepspeed_env_file_supported": deepspeed_env_file_supported(prof),
         "hostfile_lines": hostfile_lines(hosts, job["gpus_per_node"]),
     }

@@ -14,6 +14,7 @@ import json
 import os
 import pathlib
 import pwd
+import shlex
 import shutil
 import subprocess
 import sys
@@ -146,9 +147,10 @@ def test_rendered_files_pass_job_validation(name, overrides, profile):
 @pytest.mark.parametrize(
     "profile, present, absent",
     [
-        ("cu130", ['export DS_ENV_FILE="${WORKDIR}/.deepspeed_env"'], ["install -m 0644"]),
-        # DeepSpeed 0.9.2 reads only ./.deepspeed_env and ~/.deepspeed_env.
-        ("cu117", ['install -m 0644 "${WORKDIR}/.deepspeed_env" "${MEGATRON_DIR}/.deepspeed_env"',
+        ("cu130", ['export DS_ENV_FILE="${WORKDIR}/.deepspeed_env"'], ["install -m 06"]),
+        # DeepSpeed 0.9.2 reads only ./.deepspeed_env and ~/.deepspeed_env; the copy is as private
+        # as the file.
+        ("cu117", ['install -m 0600 "${WORKDIR}/.deepspeed_env" "${MEGATRON_DIR}/.deepspeed_env"',
                    "has no --exit-signal-handler: SIGTERM stops the"], ["export DS_ENV_FILE"]),
     ],
 )
@@ -168,8 +170,37 @@ def test_train_sh_sources_nccl_env_and_quotes_values():
     assert "WORKDIR='/opt/jobs/my job'" in text
     assert "--deepspeed_config '/opt/jobs/my job/ds_config.json'" in text
     assert "--hostfile '/opt/jobs/my job/hostfile'" in text
-    assert "export NCCL_DEBUG=INFO" in text
+    # The values are read from .deepspeed_env, not repeated in the script.
+    assert "NCCL_DEBUG" not in text
+    assert 'done <"${WORKDIR}/.deepspeed_env"' in text
     assert 'cd "${MEGATRON_DIR}"' in text
+
+
+ENV_READ_CASES = [
+    {"WANDB_API_KEY": "SENTINEL-token-9f1"},
+    # Values a later DeepSpeed quotes (spaces), and characters that mean something to a shell
+    # but that .deepspeed_env allows: exported as they are, nothing run.
+    {"OPTS": "a b  c", "GLOB": "*", "SEMI": "x;y", "AMP": "a&b", "PIPE": "a|b", "APOS": "bob's"},
+    {"EQ": "a=b=c", "EMPTY": ""},
+]
+
+
+@pytest.mark.parametrize("env", ENV_READ_CASES)
+def test_train_sh_exports_the_deepspeed_env_lines_as_data(tmp_path, env):
+    """train.sh's own reading of .deepspeed_env, run by bash on the rendered file: each variable
+    arrives with its value intact, and no value is run (a ';', '&' or '|' in it starts nothing)."""
+    text = render("train.sh.j2", spec(workdir=str(tmp_path), env=env), "cu130")
+    start = text.index("while IFS= read -r line")
+    end = text.index('done <"${WORKDIR}/.deepspeed_env"') + len('done <"${WORKDIR}/.deepspeed_env"')
+    (tmp_path / ".deepspeed_env").write_text(render("deepspeed_env.j2", spec(workdir=str(tmp_path), env=env), "cu130"))
+    script = "set -euo pipefail\nWORKDIR=%s\ncd %s\n%s\nenv -0\n" % (shlex.quote(str(tmp_path)), shlex.quote(str(tmp_path)),
+                                                                     text[start:end])
+    run = subprocess.run(["bash", "-c", script], env={"PATH": os.environ["PATH"]}, capture_output=True, check=False)
+    assert run.returncode == 0, run.stderr
+    exported = dict(item.decode().split("=", 1) for item in run.stdout.split(b"\0") if b"=" in item)
+    for key, value in env.items():
+        assert exported[key] == value
+    assert sorted(path.name for path in tmp_path.iterdir()) == [".deepspeed_env"], "a value ran as a command"
 
 
 # -------------------------------------------------------------------------------- ds_config
@@ -252,7 +283,7 @@ PLAYBOOK = """
 """
 
 
-def _run_role(tmp_path: pathlib.Path, extra: Dict[str, Any]) -> subprocess.CompletedProcess:
+def _run_role(tmp_path: pathlib.Path, extra: Dict[str, Any], options: List[str] = ()) -> subprocess.CompletedProcess:
     if not ANSIBLE_PLAYBOOK.exists():
         pytest.skip("ansible-playbook is not installed beside %s" % sys.executable)
     inventory = {
@@ -280,7 +311,7 @@ def _run_role(tmp_path: pathlib.Path, extra: Dict[str, Any]) -> subprocess.Compl
                ANSIBLE_NOCOLOR="1", ANSIBLE_CACHE_PLUGIN="memory")
     return subprocess.run(
         [str(ANSIBLE_PLAYBOOK), "-i", str(tmp_path / "hosts.yml"), "-e", "@" + str(tmp_path / "vars.yml"),
-         str(tmp_path / "play.yml")],
+         str(tmp_path / "play.yml")] + list(options),
         cwd=str(REPO), env=env, capture_output=True, text=True, timeout=300, check=False,
     )
 
@@ -290,7 +321,7 @@ def test_role_renders_the_job_files(tmp_path):
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     job = tmp_path / "job"
     modes = {name: (job / name).stat().st_mode & 0o777 for name in ("hostfile", "ds_config.json", ".deepspeed_env", "train.sh")}
-    assert modes == {"hostfile": 0o644, "ds_config.json": 0o644, ".deepspeed_env": 0o644, "train.sh": 0o755}
+    assert modes == {"hostfile": 0o644, "ds_config.json": 0o644, ".deepspeed_env": 0o600, "train.sh": 0o755}
     assert (job / "logs").is_dir()
     assert _job_files.parse_hostfile((job / "hostfile").read_text()) == {"node1": 2, "10.0.0.2": 2}
     config = json.loads((job / "ds_config.json").read_text())
@@ -305,6 +336,23 @@ def test_role_renders_the_job_files(tmp_path):
     again = _run_role(tmp_path, {})
     assert again.returncode == 0
     assert "changed=0" in again.stdout, again.stdout[-3000:]
+
+
+def test_the_jobs_tokens_are_in_its_private_env_file_alone(tmp_path):
+    """A token in megatron_job_env: --diff and -v print it nowhere, on the first write or on a
+    change, and of the job files only .deepspeed_env (0600) holds it (issue 39)."""
+    token = "SENTINEL-JOB-TOKEN-4b7e"
+    first = _run_role(tmp_path, {"megatron_job_env": {"WANDB_API_KEY": token}}, ["--diff", "-v"])
+    assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-2000:]
+    changed = _run_role(tmp_path, {"megatron_job_env": {"WANDB_API_KEY": token + "-new"}}, ["--diff", "-v"])
+    assert changed.returncode == 0, changed.stdout[-4000:] + changed.stderr[-2000:]
+    for run in (first, changed):
+        assert token not in run.stdout + run.stderr
+    assert "--- before" in first.stdout, "no diff was printed at all: the test proves nothing"
+    job = tmp_path / "job"
+    holders = sorted(path.name for path in job.iterdir() if path.is_file() and token in path.read_text())
+    assert holders == [".deepspeed_env"]
+    assert (job / ".deepspeed_env").stat().st_mode & 0o777 == 0o600
 
 
 def test_role_refuses_an_inconsistent_batch_before_writing(tmp_path):

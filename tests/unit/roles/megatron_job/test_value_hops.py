@@ -210,7 +210,8 @@ def _carried_intact(job: Dict[str, Any], profile: str, pdsh: Any) -> None:
     assert list(_job_files.parse_hostfile(hostfile)) == HOSTS
     assert len(hostfile.splitlines()) == 2 + len(HOSTS)
     env_lines = JOB_ENV.get_template("deepspeed_env.j2").render(**render).splitlines()
-    assert env_lines == contents["deepspeed_env_lines"]
+    assert env_lines == _job_files.deepspeed_env_lines(job, prof)
+    assert sorted(line.split("=", 1)[0] for line in env_lines) == contents["deepspeed_env_keys"]
     remote, words = _pdsh_remote(job, intended, env_lines, pdsh)
     assert shlex.split(remote) == words
     active = shell_active(remote.replace("--node_rank=%n", "--node_rank=0"))

@@ -38,8 +38,7 @@ def test_each_part_is_its_own_builder(name, overrides, profile, hosts):
         "ds_config": _job_args.ds_config(job, prof),
         "launch_args": _job_args.launch_args(job),
         "train_arg_groups": _job_args.train_arg_groups(job, prof),
-        "deepspeed_env": _job_files.deepspeed_env(job, prof),
-        "deepspeed_env_lines": _job_files.deepspeed_env_lines(job, prof),
+        "deepspeed_env_keys": sorted(_job_files.deepspeed_env(job, prof)),
         "deepspeed_env_file_supported": _job_files.deepspeed_env_file_supported(prof),
         "hostfile_lines": _job_files.hostfile_lines(hosts, job["gpus_per_node"]),
     }
