@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 import testinfra
 
+from ansible_collections.megatron_ds.cluster.tests.support import secret_scan
+
 NODES = ["node1", "node2", "node3"]
 HEAD = "node1"
 USER = "megatron"
@@ -27,6 +29,9 @@ CACHE_SRC = "/var/tmp/megatron-index-cache"
 CACHE_DEST = "/data/megatron/index-cache"
 FACTS_FILE = "/etc/ansible/facts.d/megatron_infiniband.fact"
 NCCL_ENV_FILE = "/etc/megatron/nccl.d/infiniband.env"
+# Read before any test runs, which stops the logging: the tests' own Ansible calls (reading the
+# private key back) are not the collection's output (tests/support/secret_scan.py).
+secret_scan.converge_log()
 
 
 def node(name: str):
@@ -73,6 +78,24 @@ def test_cluster_key_files_are_private(host):
     assert host.file(f"{HOME}/.ssh/id_ed25519").content_string.startswith(
         "-----BEGIN OPENSSH PRIVATE KEY-----"
     )
+
+
+def private_key_lines(host) -> list:
+    """The base64 lines of the cluster's private key, each a piece of the secret, but the first:
+    every unencrypted ed25519 key in OpenSSH's format starts with the same bytes."""
+    text = host.file(f"{HOME}/.ssh/id_ed25519").content_string
+    return [line for line in text.splitlines() if line and not line.startswith("-----")][1:]
+
+
+def test_the_cluster_private_key_is_in_no_log_no_diff_and_no_other_file(host):
+    """The head node made the key and the others received it through the controller: no line of
+    it in the logged runs (their --diff included), in a node's journal, or in a file of the node
+    that others may read."""
+    lines = private_key_lines(host)
+    assert len(lines) >= 2
+    assert secret_scan.in_log(lines) == []
+    assert secret_scan.journal_copies(host, lines) == []
+    assert secret_scan.readable_copies(host, lines) == []
 
 
 def test_known_hosts_holds_every_nodes_real_key(host):

@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 import testinfra
 
+from ansible_collections.megatron_ds.cluster.tests.support import secret_scan
+
 NODES = ["node1", "node2", "node3"]
 HEAD = "node1"
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
@@ -28,6 +30,11 @@ STALL_SECONDS = 40
 # node_exporter, Prometheus and Alertmanager speak HTTPS with the cluster CA's certificates and
 # want basic auth (roles/monitoring/tasks/web_auth.yml); the log exporter and TensorBoard speak HTTP.
 WEB_DIR = "/etc/megatron-monitoring"
+# molecule.yml's Alertmanager receiver: its URL and its token.
+RECEIVER_SECRETS = ["MOLECULE-SENTINEL-RECEIVER-URL", "MOLECULE-SENTINEL-RECEIVER-TOKEN"]
+# Read before any test runs, which stops the logging: the tests' own Ansible calls (reading the
+# password back) are not the collection's output (tests/support/secret_scan.py).
+secret_scan.converge_log()
 CA = f"{WEB_DIR}/tls/ca.crt"
 USER = "monitoring"
 # argv: url, method, user:password or '', CA file or '', JSON body or ''. Prints the status (an
@@ -189,7 +196,8 @@ def test_prometheus_and_alertmanager_listen_on_the_head_address_only():
     assert [m["url"] for m in managers] == [f"https://{address(head)}:9093/api/v2/alerts"]
     config = head.file("/etc/prometheus/alertmanager.yml")
     assert config.mode == 0o640
-    assert "name: 'null'" in config.content_string or "name: null" in config.content_string
+    # molecule.yml's receiver, the one Alertmanager sends to.
+    assert "name: sentinel" in config.content_string and RECEIVER_SECRETS[1] in config.content_string
 
 
 @pytest.mark.parametrize("port, path", [(9090, "/api/v1/query?query=up"), (9093, "/api/v2/alerts"),
@@ -239,6 +247,26 @@ def test_the_monitoring_secrets_stay_where_they_belong():
         # Its own key (the https fetches of node_exporter check its certificate against the CA).
         assert other.file(f"{WEB_DIR}/tls/node.key").mode == 0o640
         assert "--web.config.file=" in other.file("/etc/default/prometheus-node-exporter").content_string
+
+
+def test_no_monitoring_secret_is_in_a_log_a_diff_or_a_file_others_read():
+    """The receiver's URL and token, the web password the head node generated and the CA's key:
+    none in the logged runs (their --diff included); none in a file that others may read but the
+    ones that must hold them for a service's group (Alertmanager's configuration, the password
+    file Prometheus reads); the token, the password and the CA key in no journal either. (The
+    URL may be in Alertmanager's own journal lines, when a send to port 9 fails.)"""
+    head = node(HEAD)
+    password = head.file(f"{WEB_DIR}/web.password").content_string.strip()
+    ca_key = [line for line in head.file(f"{WEB_DIR}/ca/ca.key").content_string.splitlines()
+              if line and not line.startswith("-----")]
+    assert len(password) >= 32 and len(ca_key) >= 2
+    secrets = RECEIVER_SECRETS + [password] + ca_key
+    assert secret_scan.in_log(secrets) == []
+    allowed = ["/etc/prometheus/alertmanager.yml", f"{WEB_DIR}/web.password"]
+    for name in NODES:
+        host = node(name)
+        assert secret_scan.readable_copies(host, secrets, allowed) == [], name
+        assert secret_scan.journal_copies(host, secrets[1:]) == [], name
 
 
 def test_stalled_log_fires_the_stall_alert_and_a_new_iteration_clears_it():

@@ -15,11 +15,15 @@ import pytest
 import testinfra
 
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._slurm import fit  # the partition fit check run before a submit
+from ansible_collections.megatron_ds.cluster.tests.support import secret_scan
 from ansible_collections.megatron_ds.cluster.tests.support.polling import wait_for
 
 NODES = ["node1", "node2", "node3"]
 HEAD = "node1"
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+# Read before any test runs, which stops the logging: the tests' own Ansible calls are not the
+# collection's output (tests/support/secret_scan.py).
+secret_scan.converge_log()
 HEALTH = "/usr/local/sbin/megatron-slurm-health"
 HEALTH_CONFIG = "/etc/megatron/slurm-health.json"
 # A job that checks what the ranks were given the way torch.distributed's env:// rendezvous and
@@ -253,7 +257,12 @@ def test_the_munge_key_is_readable_by_munge_alone(host):
     key = host.file("/etc/munge/munge.key")
     assert key.mode == 0o400 and key.user == "munge"
     assert MUNGE_SENTINELS[0] in host.run("head -c 64 /etc/munge/munge.key").stdout
-    patterns = " ".join("-e %s" % sentinel for sentinel in MUNGE_SENTINELS)
-    found = host.run("find / -xdev -type f -perm -o=r -size -8M -print0 2>/dev/null"
-                     " | xargs -0 -r grep -lsF %s -- || true" % patterns)
-    assert found.stdout.split() == [], found.stdout
+    assert secret_scan.readable_copies(host, MUNGE_SENTINELS) == []
+
+
+def test_the_munge_key_is_in_no_log_and_no_diff(host):
+    """Prepare, converge and the idempotence run printed their diffs into the scenario's log:
+    the key is in none of it, nor in the node's journal (a module logs its arguments there
+    unless its task is no_log)."""
+    assert secret_scan.in_log(MUNGE_SENTINELS) == []
+    assert secret_scan.journal_copies(host, MUNGE_SENTINELS) == []
