@@ -296,7 +296,8 @@ def _log(module):
     summary.update(_launch_logs.parse_log(lines))
     summary["size"] = size
     tail = module.params["log_tail"]
-    summary["tail"] = [line[:400] for line in lines[-tail:]] if tail > 0 else []
+    # The launcher's command line carries the job's environment (tokens): hidden here.
+    summary["tail"] = [_launch_logs.redact_exports(line)[:400] for line in lines[-tail:]] if tail > 0 else []
     return summary
 
 

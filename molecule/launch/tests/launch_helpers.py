@@ -15,11 +15,15 @@ from typing import Any, Dict, List, Optional, Tuple
 import testinfra
 
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch.logs import ResultParts
+from ansible_collections.megatron_ds.cluster.tests.support import secret_scan
 from ansible_collections.megatron_ds.cluster.tests.support.ansible_run import ansible_env, ansible_playbook_argv
 
 SCENARIO_DIR = Path(__file__).resolve().parents[1]
 PROJECT_DIR = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", SCENARIO_DIR.parents[1]))
 INVENTORY = os.environ.get("MOLECULE_INVENTORY_FILE", "")
+# Read before any test runs, which stops the logging: the tests' own Ansible runs are not the
+# converge's output (tests/support/secret_scan.py, test_zz_secrets.py).
+secret_scan.converge_log()
 NODES = ["node1", "node2", "node3"]
 RANKS_PER_NODE = 2
 WORKDIR = "/opt/megatron/jobs/sim-gpt"

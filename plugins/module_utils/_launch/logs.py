@@ -36,6 +36,19 @@ _RESULT_PART = re.compile(r"BURNIN_RESULT_PART (\d+) (\d+)/(\d+) (.*?)\|(?=$|BUR
 _BURNIN_CHECKPOINT = re.compile(r"BURNIN checkpoint (\S+) \((\w+)\)")
 _BURNIN_RESUMED = re.compile(r"BURNIN resumed from (\S+) at step (\d+)")
 
+# DeepSpeed's runner logs the pdsh command it runs (deepspeed/launcher/runner.py `cmd = ...`),
+# which sets every .deepspeed_env variable as `export K=V;` (multinode_runner.py PDSHRunner), the
+# value in double quotes from DeepSpeed 0.15.2. Those values are megatron_job_env's, tokens
+# included: what the collection shows of a log hides them.
+_EXPORT = re.compile(r'(\bexport\s+[A-Za-z_][A-Za-z0-9_]*=)("(?:[^"\\]|\\.)*"|[^;\s]*)')
+HIDDEN = "<hidden>"
+
+
+def redact_exports(line: str) -> str:
+    """``line`` with the value of every ``export K=V`` replaced by <hidden>."""
+    return _EXPORT.sub(lambda match: match.group(1) + HIDDEN, line)
+
+
 # Lines worth showing when a run failed (the last ones are kept).
 _ERROR = re.compile(r"Traceback \(most recent call last\)|\b\w*(Error|Exception)\b: |exits with return code|"
                     r"ssh exited with exit code|Killed|Segmentation fault")
@@ -223,7 +236,7 @@ def parse_log(lines: Iterable[str], error_lines: int = 8) -> Dict[str, Any]:
             summary["sigterm"] = True
             continue
         if _ERROR.search(line):
-            errors.append(line.strip()[:300])
+            errors.append(redact_exports(line.strip())[:300])
     found, problems = parts.results()
     summary["burnin_results"].extend(found)
     errors.extend(problems)

@@ -58,6 +58,8 @@ def test_rank_processes_paths_log_and_checkpoint(tmp_path):
     log.write_text("\n".join([
         "earlier run",
         "=== megatron_launch 2026-01-01T00:00:00Z: start burnin_gpt.py /j/burnin.sh",
+        # DeepSpeed's runner line: the job's token in its exports.
+        'cmd = pdsh -S -w n1,n2 export WANDB_API_KEY="tok-probe-7"; cd /j; python -u -m deepspeed.launcher.launch',
         "node1: BURNIN step=1 loss=6.0000 step_time=0.100s tokens_per_s_per_rank=100.0",
         "node1: BURNIN step=2 loss=5.0000 step_time=0.100s tokens_per_s_per_rank=110.0",
     ]) + "\n")
@@ -90,6 +92,8 @@ def test_rank_processes_paths_log_and_checkpoint(tmp_path):
     assert result["launcher"] == {"pid": rank.pid, "alive": True, "pid_file": str(pid_file)}
     assert result["log"]["kind"] == "burnin" and result["log"]["last"]["iteration"] == 2
     assert result["log"]["tail"][0].startswith("=== megatron_launch")
+    assert "export WANDB_API_KEY=<hidden>;" in result["log"]["tail"][1]
+    assert "tok-probe-7" not in json.dumps(result)
     checkpoint = result["checkpoint"]
     assert checkpoint["latest"] == "global_step2" and checkpoint["latest_step"] == 2
     assert checkpoint["tags"] == ["global_step1", "global_step2"]

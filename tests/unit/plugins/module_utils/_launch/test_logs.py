@@ -197,3 +197,32 @@ def test_iteration_entry(line, kind, iteration, loss):
 ])
 def test_launch_losses(lines, expected):
     assert la_logs.launch_losses(lines) == expected
+
+
+@pytest.mark.parametrize("line, expected", [
+    # DeepSpeed 0.19.6's runner line: values in double quotes (from 0.15.2), a quote escaped inside.
+    ('[INFO] [runner.py:630:main] cmd = pdsh -S -f 1024 -w n1,n2 export WANDB_API_KEY="tok-1"; '
+     'export OPTS="a \\"b\\" c"; cd /opt/mds; /venv/bin/python -u -m deepspeed.launcher.launch',
+     '[INFO] [runner.py:630:main] cmd = pdsh -S -f 1024 -w n1,n2 export WANDB_API_KEY=<hidden>; '
+     'export OPTS=<hidden>; cd /opt/mds; /venv/bin/python -u -m deepspeed.launcher.launch'),
+    # DeepSpeed 0.9.2: unquoted values.
+    ("cmd = pdsh -w n1 export HF_TOKEN=hf_abc123; export PYTHONPATH=/opt/mds; cd /opt/mds;",
+     "cmd = pdsh -w n1 export HF_TOKEN=<hidden>; export PYTHONPATH=<hidden>; cd /opt/mds;"),
+    # An empty value, and a line with no export: unchanged but for the value.
+    ("export EMPTY=; cd /x", "export EMPTY=<hidden>; cd /x"),
+    ("iteration 10/ 20 | lm loss: 5.0 | exported=3", "iteration 10/ 20 | lm loss: 5.0 | exported=3"),
+    ("node1: exporter started", "node1: exporter started"),
+])
+def test_redact_exports_hides_every_exported_value(line, expected):
+    assert la_logs.redact_exports(line) == expected
+
+
+def test_an_error_line_with_the_launchers_command_is_kept_without_its_values():
+    """A launch that failed at once: its errors, which the playbooks print, hold the runner's
+    command line with the job's token hidden."""
+    lines = ["=== megatron_launch 2026-01-01T00:00:00Z: start train.sh /w/train.sh",
+             'cmd = pdsh -w n1,n2 export WANDB_API_KEY="tok-secret-1"; cd /w; python -u -m deepspeed.launcher.launch'
+             " ... ssh exited with exit code 255"]
+    summary = la_logs.parse_log(lines)
+    assert summary["errors"] and all("tok-secret-1" not in error for error in summary["errors"])
+    assert "WANDB_API_KEY=<hidden>" in summary["errors"][0]
