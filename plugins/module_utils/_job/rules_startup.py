@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from .._mds.args import BEFORE_REBASE
 from .findings import finding
+from .schema import split_shares
 
 Add = Callable[[Dict[str, str]], None]
 
@@ -127,13 +128,6 @@ def check_data_path(job: Any, facts: Any, add: Add) -> None:
                 % (reason.replace(" (blendable_dataset.py)", ""), where, line, _commit(job.era), fix, _where(job))))
 
 
-def _split_numbers(text: str) -> List[Optional[float]]:
-    """The --split string as upstream reads it (comma, else slash, else one number)."""
-    sep = "," if "," in text else "/" if "/" in text else ""
-    parts = text.split(sep) if sep else [text]
-    return [_number(p.strip()) if p.strip() else None for p in parts]
-
-
 def check_split(job: Any, facts: Any, add: Add) -> None:
     """--split "train,valid,test": megatron/data/dataset_utils.py get_train_valid_test_split_ reads
     each part with float(), pads to three with 0, keeps the first three, and asserts their sum is
@@ -143,7 +137,7 @@ def check_split(job: Any, facts: Any, add: Add) -> None:
     if not values or not _last(job.flags, "--data-path"):
         return
     text = values[0]
-    numbers = _split_numbers(text)
+    numbers = split_shares(text)
     lines = _lines(job.era)
     shown = "--split %s" % text
     cite = "(megatron/data/dataset_utils.py:%%d at %s)" % _commit(job.era)

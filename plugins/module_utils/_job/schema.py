@@ -389,6 +389,20 @@ def malformed_ipv4(text: str) -> bool:
     return False
 
 
+def split_shares(text: str) -> List[Optional[float]]:
+    """--split read as Megatron-DeepSpeed reads it: cut at ',' (else at '/'), each part through
+    float(); None for a part float() refuses, or that is not finite (a nan or inf share breaks
+    the sums upstream divides by). rules_startup judges a train.sh's --split with the same reading."""
+    shares: List[Optional[float]] = []
+    for part in text.split(",") if "," in text else text.split("/"):
+        try:
+            number = float(part)
+        except ValueError:
+            number = math.nan
+        shares.append(number if math.isfinite(number) else None)
+    return shares
+
+
 def _split(key: str, text: str) -> str:
     """--split as Megatron-DeepSpeed reads it: up to three numbers separated by ',' (else by '/'),
     the missing ones 0, their sum above 0 (megatron/data/dataset_utils.py:617-631 at 4efb479d).
@@ -396,12 +410,8 @@ def _split(key: str, text: str) -> str:
     and it drops a fourth number without a word, which rules_startup warns about (a legal job)."""
     parts = text.split(",") if "," in text else text.split("/")
     numbers = []
-    for part in parts:
-        try:
-            number = float(part)
-        except ValueError:
-            number = math.nan
-        if not math.isfinite(number) or number < 0:
+    for part, number in zip(parts, split_shares(text)):
+        if number is None or number < 0:
             raise JobError("%s: found %r, expected up to three numbers >= 0 separated by ',' or '/' (train,valid,test "
                            "shares, such as the default %r): %r is not one; Megatron-DeepSpeed's float() would stop "
                            "the job when it builds the datasets (megatron/data/dataset_utils.py:622)"
