@@ -17,6 +17,7 @@ Two kinds of run. Both use the same module and the same action:
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import pytest
 
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._facts import driver_stack as _driver_stack
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._facts import integrity as _integrity
 from conftest import SCENARIO, Cluster, Row, expected_memlock_failures, failures, new_failures
 
@@ -344,6 +346,54 @@ def _deepspeed_engine_relative(cluster: Cluster, node: str) -> str:
     return "deepspeed/runtime/engine.py"
 
 
+# driver.userspace (issue 40): an unattended upgrade replaced the user-space driver under the loaded
+# module. The loaded module is the stand-in's (515.65.01, gate.yml lays it into driver_stack); the
+# user-space side is read from the node's files: libnvidia-ml.so.1 pointing at the library of the
+# release the GPU validation host runs (580.159.04, /work/shared fixtures gpu-host-h200x2,
+# /proc/driver/nvidia/version). These are recorded facts: the check reads the link's target name
+# only, and no container could load the library, so the link is placed without a target.
+NVML_DIR = "/usr/lib/x86_64-linux-gnu"
+USERSPACE_RECORDED = "580.159.04"
+
+
+def _userspace(cluster: Cluster, node: str) -> None:
+    cluster.sh(node, "test ! -e %s/libnvidia-ml.so.1 && ln -s libnvidia-ml.so.%s %s/libnvidia-ml.so.1"
+               % (NVML_DIR, USERSPACE_RECORDED, NVML_DIR))
+
+
+def _userspace_restore(cluster: Cluster, node: str) -> None:
+    cluster.sh(node, "rm -f %s/libnvidia-ml.so.1" % NVML_DIR)
+
+
+# driver.next_boot (issue 40): a newer kernel installed without the driver's DKMS build. The running
+# kernel is the host's (the containers share it); its module tree gets nvidia.ko where DKMS puts it
+# (updates/dkms), the newer kernel's tree none. Recorded layout, file names only: the check lists
+# the trees and never opens a module, and no container loads one.
+def _next_kernel(running: str) -> str:
+    """A release newer than ``running``: its third number raised ('6.1.0-28-amd64' -> '6.1.1-28-amd64')."""
+    head, sep, tail = running.partition("-")
+    parts = head.split(".")
+    parts[-1] = str(int(re.match(r"\d+", parts[-1]).group(0)) + 1)
+    newer = ".".join(parts) + sep + tail
+    assert _driver_stack.newest_kernel([running, newer]) == newer, (running, newer)
+    return newer
+
+
+def _next_boot(cluster: Cluster, node: str) -> None:
+    running = cluster.sh(node, "uname -r").strip()
+    cluster.sh(node, "test ! -e /lib/modules && mkdir -p /lib/modules/%s/updates/dkms /lib/modules/%s/kernel && "
+                     ": > /lib/modules/%s/updates/dkms/nvidia.ko" % (running, _next_kernel(running), running))
+
+
+def _next_boot_restore(cluster: Cluster, node: str) -> None:
+    cluster.sh(node, "rm -rf /lib/modules")
+
+
+def _next_boot_shows(cluster: Cluster, node: str) -> str:
+    running = cluster.sh(node, "uname -r").strip()
+    return "running %s; next boot %s has nvidia no" % (running, _next_kernel(running))
+
+
 CUDA = "cu117"
 DRIFTS = [
     Drift("driver-standin", 2, "driver", ("driver.version", "same.driver"), _driver, _driver_restore, profile=CUDA),
@@ -382,6 +432,11 @@ DRIFTS = [
     Drift("pth-added", 1, "venv", ("venv.unowned_code",), *PTH_ADDED),
     Drift("sitecustomize-added", 2, "venv", ("venv.unowned_code",), *SITECUSTOMIZE_ADDED),
     Drift("nccl-env-one-node", 2, "nccl", ("same.nccl_env",), _nccl_env_append, _nccl_env_restore),
+    # issue 40: silent updates, from recorded facts (see _userspace and _next_boot)
+    Drift("driver-userspace-replaced", 2, "driver", ("driver.userspace",), _userspace, _userspace_restore,
+          profile=CUDA, exactly=True, shows="kernel module 515.65.01 loaded, user-space %s" % USERSPACE_RECORDED),
+    Drift("next-boot-kernel-without-module", 1, "driver", ("driver.next_boot",), _next_boot, _next_boot_restore,
+          profile=CUDA, exactly=True, shows=_next_boot_shows),
 ]
 
 
