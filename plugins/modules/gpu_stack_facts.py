@@ -734,6 +734,19 @@ ansible_facts:
                     detail:
                       description: "What Python does with it, for example C(1 import line(s) run at every interpreter start: import os; ...)."
                       type: str
+            pins:
+              description:
+                - The exact pins (C(name==version) lines) of the constraints file that the python_env role writes into
+                  the venv (C(megatron-ds/constraints.txt)) and passes to every pip call; null where the venv has none.
+              type: dict
+              contains:
+                source:
+                  description: The file's node path.
+                  type: str
+                pins:
+                  description: Normalized distribution name to the pinned version.
+                  type: dict
+                  sample: {"numpy": "2.2.6", "deepspeed": "0.19.6"}
         nccl_env:
           description:
             - The C(NCCL_*) variables a rank gets on this node, from files read without running them, in the

@@ -6,16 +6,19 @@ and the GPU roles on nodes the other tests used as converge.yml left them.
 1. The first provision.yml provisions what converge.yml did not (os_base, infiniband, the GPU roles
    that the cpu profile leaves alone) and skips the roles converge.yml ran: their stamps, written
    inside the roles without a plan, give the same digests as the plan made before any role.
-2. Then node2's venv is damaged (a numpy file rewritten: pip's RECORD no longer matches) and node3
-   gets a changed role variable (os_base_extra_packages). One re-run repairs both: python_env runs on
-   node2 alone and reinstalls numpy in place, os_base runs on node3 alone and installs jq, every
-   other node and role is skipped.
-3. A third run has nothing to do; --check --diff prints the plan per node.
+2. Then the venvs drift (issue 40): on node1 `pip install numpy==<another release>` by hand, a clean
+   install that every RECORD check passes; on node2 the same, and a file of that numpy rewritten (pip's
+   RECORD no longer matches); node3 gets a changed role variable (os_base_extra_packages). One re-run
+   repairs all three: python_env runs on node1 and node2 and puts the profile's numpy back (the repair
+   names the pin, not the drifted release the facts read), os_base runs on node3 alone and installs jq,
+   every other node and role is skipped.
+3. A third run has nothing to do (changed=0 everywhere); --check --diff prints the plan per node.
 """
 from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 from typing import Any, Dict, List, Tuple
 
@@ -93,6 +96,35 @@ def numpy_damage() -> Tuple[str, str]:
     return path, node("node2").check_output("sha256sum %s | cut -d' ' -f1", path)
 
 
+# The numpy release of the version drift: any release but the profile's pin, with a CPython 3.11 wheel.
+NUMPY_DRIFT = "2.3.5"
+
+
+def numpy_version(host: str) -> str:
+    return node(host).check_output("%s/bin/python -c 'import importlib.metadata as m; print(m.version(\"numpy\"))'", VENV)
+
+
+@pytest.fixture(scope="module")
+def drift_wheel(tmp_path_factory) -> str:
+    """numpy NUMPY_DRIFT's wheel for the nodes (CPython 3.11, Debian 12), from the controller's pip
+    configuration, as prepare.yml fills the wheelhouse."""
+    dest = tmp_path_factory.mktemp("drift-wheel")
+    subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+                    "--python-version=3.11", "--implementation=cp", "--abi=cp311",
+                    "--platform=manylinux_2_28_x86_64", "--platform=manylinux_2_17_x86_64",
+                    "--dest", str(dest), "numpy==%s" % NUMPY_DRIFT], check=True, timeout=600)
+    return str(next(dest.glob("numpy-%s-*.whl" % NUMPY_DRIFT)))
+
+
+def drift_numpy(host: str, wheel: str) -> None:
+    """`pip install numpy==NUMPY_DRIFT` on the node by hand, as the training user (the venv's owner)."""
+    subprocess.run(["docker", "cp", wheel, "%s:/tmp/" % host], check=True)
+    owner = node(host).check_output("stat -c %%U %s", VENV)
+    node(host).run_expect([0], "runuser -u %s -- %s/bin/pip install --quiet --no-deps --no-index /tmp/%s",
+                          owner, VENV, wheel.rsplit("/", 1)[-1])
+    assert numpy_version(host) == NUMPY_DRIFT
+
+
 @pytest.fixture(scope="module")
 def first_run():
     rc, tree, seconds = provision()
@@ -112,23 +144,38 @@ def test_the_first_run_provisions_the_rest_and_skips_what_converge_yml_did(first
         assert set(stamps.stdout.split()) >= {"os_base.json", "infiniband.json", "python_env.json", "nccl.json"}
 
 
-def test_one_rerun_repairs_a_damaged_package_and_applies_a_changed_variable(first_run):
+def test_one_rerun_repairs_drifted_and_damaged_packages_and_applies_a_changed_variable(first_run, drift_wheel):
     path, installed_sha = numpy_damage()
+    pinned = numpy_version("node1")
+    assert pinned != NUMPY_DRIFT and numpy_version("node2") == pinned
+    # node1: a clean install of another release; node2: the same, then a file of it damaged (the issue's
+    # failed repair: the reinstall named the drifted release, which the constraints refuse).
+    drift_numpy("node1", drift_wheel)
+    drift_numpy("node2", drift_wheel)
     node("node2").run_expect([0], "echo '# damaged' >> %s", path)
     assert not node("node3").package("jq").is_installed
     rc, tree, seconds = provision(extra=NODE3_JQ)
     assert rc == 0 and not failures(tree), failures(tree)
-    print("re-run repairing node2 and node3: %.1f s" % seconds)
+    print("re-run repairing node1, node2 and node3: %.1f s" % seconds)
     runs = dict((host, result["run"]) for host, result in plans(tree).items())
-    assert runs == {"node1": [], "node2": ["python_env"], "node3": ["os_base"]}, plans(tree)
-    assert plans(tree)["node2"]["plan"]["python_env"]["reasons"] == ["preflight packages.files fails"]
-    assert plans(tree)["node2"]["repair"]["python_env"][0].startswith("numpy==")
+    assert runs == {"node1": ["python_env"], "node2": ["python_env"], "node3": ["os_base"]}, plans(tree)
+    assert plans(tree)["node1"]["plan"]["python_env"]["reasons"] == ["preflight packages.pinned fails"]
+    assert plans(tree)["node1"]["repair"]["python_env"] == []
+    node2_reasons = ["preflight packages.files fails", "preflight packages.pinned fails"]
+    assert plans(tree)["node2"]["plan"]["python_env"]["reasons"] == node2_reasons
+    assert plans(tree)["node2"]["repair"]["python_env"] == ["numpy==%s" % pinned]
     assert plans(tree)["node3"]["plan"]["os_base"]["reasons"] == ["inputs changed: os_base_extra_packages"]
-    assert ran(tree) == {"node2": ["Provision | Python training environment"], "node3": ["Provision | Base operating system"]}
-    # node2: the file is as pip installed it, and the whole venv matches pip's RECORD again.
+    assert ran(tree) == {"node1": ["Provision | Python training environment"],
+                         "node2": ["Provision | Python training environment"],
+                         "node3": ["Provision | Base operating system"]}
+    # node1 and node2: the profile's numpy again; node2's file as pip installed it, and the whole venv
+    # matches pip's RECORD and its pins.
+    assert numpy_version("node1") == numpy_version("node2") == pinned
     assert node("node2").check_output("sha256sum %s | cut -d' ' -f1", path) == installed_sha
-    facts = module("node2", "megatron_ds.cluster.gpu_stack_facts", {"venv": VENV})["ansible_facts"]["gpu_stack_facts"]
-    assert facts["packages"]["files"]["bad_count"] == 0, facts["packages"]["files"]
+    for host in ("node1", "node2"):
+        facts = module(host, "megatron_ds.cluster.gpu_stack_facts", {"venv": VENV})["ansible_facts"]["gpu_stack_facts"]
+        assert facts["packages"]["files"]["bad_count"] == 0, facts["packages"]["files"]
+        assert facts["packages"]["pins"]["pins"]["numpy"] == pinned, facts["packages"]["pins"]
     # node3: the new package is there, and only there.
     assert node("node3").package("jq").is_installed and not node("node2").package("jq").is_installed
 

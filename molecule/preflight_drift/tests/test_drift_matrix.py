@@ -17,12 +17,16 @@ Two kinds of run. Both use the same module and the same action:
 from __future__ import annotations
 
 import json
+import re
 import subprocess
+import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import pytest
 
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._facts import driver_stack as _driver_stack
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._facts import integrity as _integrity
 from conftest import SCENARIO, Cluster, Row, expected_memlock_failures, failures, new_failures
 
 STASH = "/var/tmp/preflight-drift"
@@ -113,6 +117,9 @@ class Drift:
     playbook: bool = False  # True: playbooks/preflight.yml; False: gate.yml
     profile: str = "cpu"  # the profile whose verdict must catch it (gate.yml runs)
     exactly: bool = False  # True: no check but ``checks`` may newly fail (no false finding beside them)
+    # Text the rows of ``checks`` must show as found: the file or value that drifted (a callable gets
+    # the cluster and the node).
+    shows: object = ""
 
 
 def _site_packages(cluster: Cluster, node: str) -> str:
@@ -312,8 +319,80 @@ DEEPSPEED_SAME_SIZE = _damage(_deepspeed_engine, "sed -i 's/def forward(/def for
 # numpy's core extension cut short: a package other than torch, DeepSpeed and apex (issue 25).
 NUMPY_CUT = _damage(_numpy_core, "truncate -s 4096 {path}")
 # DeepSpeed: the same-size edit with its mtime restored (`touch -r`): only the inode's ctime tells (issue 40).
-DEEPSPEED_MTIME_RESTORED = _damage(
+_MTIME_RESTORED_APPLY, MTIME_RESTORED_RESTORE = _damage(
     _deepspeed_engine, "sed -i 's/def forward(/def forwarx(/' {path} && touch -r %s/damaged-file {path}" % STASH)
+
+
+def _record_age(cluster: Cluster, node: str, record: str) -> float:
+    """Seconds since the inode of DeepSpeed's RECORD last changed, by the node's clock."""
+    now, changed = cluster.sh(node, "date +%%s.%%N && stat -c %%Z %s" % record).split()
+    return float(now) - float(changed)
+
+
+def _mtime_restored(cluster: Cluster, node: str) -> None:
+    """Waits out the ctime slack of DeepSpeed's last install on the node first. An edit within
+    integrity.CTIME_SLACK of RECORD's ctime is not hashed, by design (a chown of the fresh venv
+    moves every ctime): its first run here missed it, right after another case reinstalled
+    DeepSpeed on that node (7a16d65). On node2, whose DeepSpeed is converge's, the wait is nil."""
+    record = cluster.sh(node, "ls %s/deepspeed-*.dist-info/RECORD" % _site_packages(cluster, node)).split()[0]
+    wait = _integrity.CTIME_SLACK + 2 - _record_age(cluster, node, record)
+    if wait > 0:
+        time.sleep(wait)
+    _MTIME_RESTORED_APPLY(cluster, node)
+    assert _record_age(cluster, node, record) > _integrity.CTIME_SLACK
+
+
+def _deepspeed_engine_relative(cluster: Cluster, node: str) -> str:
+    return "deepspeed/runtime/engine.py"
+
+
+# driver.userspace (issue 40): an unattended upgrade replaced the user-space driver under the loaded
+# module. The loaded module is the stand-in's (515.65.01, gate.yml lays it into driver_stack); the
+# user-space side is read from the node's files: libnvidia-ml.so.1 pointing at the library of the
+# release the GPU validation host runs (580.159.04, /work/shared fixtures gpu-host-h200x2,
+# /proc/driver/nvidia/version). These are recorded facts: the check reads the link's target name
+# only, and no container could load the library, so the link is placed without a target.
+NVML_DIR = "/usr/lib/x86_64-linux-gnu"
+USERSPACE_RECORDED = "580.159.04"
+
+
+def _userspace(cluster: Cluster, node: str) -> None:
+    cluster.sh(node, "test ! -e %s/libnvidia-ml.so.1 && ln -s libnvidia-ml.so.%s %s/libnvidia-ml.so.1"
+               % (NVML_DIR, USERSPACE_RECORDED, NVML_DIR))
+
+
+def _userspace_restore(cluster: Cluster, node: str) -> None:
+    cluster.sh(node, "rm -f %s/libnvidia-ml.so.1" % NVML_DIR)
+
+
+# driver.next_boot (issue 40): a newer kernel installed without the driver's DKMS build. The running
+# kernel is the host's (the containers share it); its module tree gets nvidia.ko where DKMS puts it
+# (updates/dkms), the newer kernel's tree none. Recorded layout, file names only: the check lists
+# the trees and never opens a module, and no container loads one.
+def _next_kernel(running: str) -> str:
+    """A release newer than ``running``: its third number raised ('6.1.0-28-amd64' -> '6.1.1-28-amd64')."""
+    head, sep, tail = running.partition("-")
+    parts = head.split(".")
+    parts[-1] = str(int(re.match(r"\d+", parts[-1]).group(0)) + 1)
+    newer = ".".join(parts) + sep + tail
+    assert _driver_stack.newest_kernel([running, newer]) == newer, (running, newer)
+    return newer
+
+
+def _next_boot(cluster: Cluster, node: str) -> None:
+    running = cluster.sh(node, "uname -r").strip()
+    cluster.sh(node, "test ! -e /lib/modules && mkdir -p /lib/modules/%s/updates/dkms /lib/modules/%s/kernel && "
+                     ": > /lib/modules/%s/updates/dkms/nvidia.ko" % (running, _next_kernel(running), running))
+
+
+def _next_boot_restore(cluster: Cluster, node: str) -> None:
+    cluster.sh(node, "rm -rf /lib/modules")
+
+
+def _next_boot_shows(cluster: Cluster, node: str) -> str:
+    running = cluster.sh(node, "uname -r").strip()
+    return "running %s; next boot %s has nvidia no" % (running, _next_kernel(running))
+
 
 CUDA = "cu117"
 DRIFTS = [
@@ -345,14 +424,19 @@ DRIFTS = [
     Drift("numpy-clean-install", 1, "packages", ("same.packages",),
           _numpy_version("preflight_drift_numpy_drift", compile=True), _numpy_version("2.4.6", compile=True),
           exactly=True),
-    # Not in the table: "deepspeed-edit-mtime-restored" (DEEPSPEED_MTIME_RESTORED) went unnoticed in its
-    # first run here (2026-12-07, node3). The "deepspeed" drift had reinstalled DeepSpeed on node3 shortly
-    # before, and an edit within integrity.CTIME_SLACK (120 s) of RECORD's ctime is not hashed, by design
-    # (reproduced outside molecule: six installed, edited with its mtime restored at once: missed with
-    # the slack, caught with ctime_slack=0). To come back once the drift waits out the slack.
+    # On node2: its DeepSpeed is converge's. On node3 the "deepspeed" case has just reinstalled it, and an
+    # edit within integrity.CTIME_SLACK (120 s) of RECORD's ctime is not hashed, by design; the apply
+    # waits out what is left of the slack anyway (7a16d65: its first run, on node3, missed the edit).
+    Drift("deepspeed-edit-mtime-restored", 1, "deepspeed", ("deepspeed.files",), _mtime_restored,
+          MTIME_RESTORED_RESTORE, shows=_deepspeed_engine_relative),
     Drift("pth-added", 1, "venv", ("venv.unowned_code",), *PTH_ADDED),
     Drift("sitecustomize-added", 2, "venv", ("venv.unowned_code",), *SITECUSTOMIZE_ADDED),
     Drift("nccl-env-one-node", 2, "nccl", ("same.nccl_env",), _nccl_env_append, _nccl_env_restore),
+    # issue 40: silent updates, from recorded facts (see _userspace and _next_boot)
+    Drift("driver-userspace-replaced", 2, "driver", ("driver.userspace",), _userspace, _userspace_restore,
+          profile=CUDA, exactly=True, shows="kernel module 515.65.01 loaded, user-space %s" % USERSPACE_RECORDED),
+    Drift("next-boot-kernel-without-module", 1, "driver", ("driver.next_boot",), _next_boot, _next_boot_restore,
+          profile=CUDA, exactly=True, shows=_next_boot_shows),
 ]
 
 
@@ -383,6 +467,9 @@ def test_drift_fails_naming_the_node_and_the_component(cluster: Cluster, clean_p
 
     shown = "\n".join(map(str, new))
     assert new, "preflight did not notice the %s drift on %s:\n%s" % (drift.id, node, output[-6000:])
+    if drift.shows:
+        value = drift.shows(cluster, node) if callable(drift.shows) else drift.shows
+        assert all(value in row.found for row in new if row.check in drift.checks), "no %r in:\n%s" % (value, shown)
     assert {row.node for row in new} == {node}, "failures on nodes that did not change:\n" + shown
     assert drift.component in {row.component for row in new}, shown
     assert set(drift.checks) <= {row.check for row in new}, shown

@@ -205,22 +205,34 @@ def _version_spec(name: str, version: Optional[str]) -> Optional[str]:
 
 def venv_repairs(facts: Mapping[str, Any], torch_spec: str = "", deepspeed_spec: str = "") -> List[str]:
     """The pip requirements to reinstall (``--force-reinstall --no-deps``) into the venv: every
-    distribution whose files differ from pip's RECORD, torch and DeepSpeed by their pinned specs."""
+    distribution whose files differ from pip's RECORD, torch and DeepSpeed by their pinned specs.
+
+    A distribution that python_env's constraints file pins (the facts' ``packages.pins``) is named
+    at its pin, not at the version the facts found: the role's main install has put the pin back by
+    the time the repair runs, and a reinstall of the drifted version would contradict the
+    constraints pip is given (issue 40: ``numpy==2.1.3`` against a pin of 2.2.6 failed the run)."""
     specs: List[str] = []
+    pinned = (facts.get("packages") or {}).get("pins") if isinstance(facts.get("packages"), Mapping) else None
+    pins = pinned.get("pins") if isinstance(pinned, Mapping) and isinstance(pinned.get("pins"), Mapping) else {}
 
     def bad(section: str) -> bool:
         files = (facts.get(section) or {}).get("files") if isinstance(facts.get(section), Mapping) else None
         return isinstance(files, Mapping) and bool((files.get("bad_count") or 0) > 0 or files.get("bad"))
 
+    def at_pin(name: str, version: Optional[str]) -> Optional[str]:
+        return _version_spec(name, pins.get(name) or version)
+
     if bad("torch"):
-        specs.append(torch_spec or _version_spec("torch", (facts.get("torch") or {}).get("version")) or "torch")
+        specs.append(torch_spec or at_pin("torch", (facts.get("torch") or {}).get("version")) or "torch")
     if bad("deepspeed"):
-        specs.append(deepspeed_spec or _version_spec("deepspeed", (facts.get("deepspeed") or {}).get("version")) or "deepspeed")
+        specs.append(deepspeed_spec or at_pin("deepspeed", (facts.get("deepspeed") or {}).get("version")) or "deepspeed")
     packages = facts.get("packages") if isinstance(facts.get("packages"), Mapping) else {}
     files = packages.get("files") if isinstance(packages.get("files"), Mapping) else {}
     for item in files.get("bad_distributions") or []:
-        if str(item) not in specs:
-            specs.append(str(item))
+        name, _sep, version = str(item).partition("==")
+        spec = (at_pin(name, version) or str(item)) if name in pins else str(item)
+        if spec not in specs:
+            specs.append(spec)
     return specs
 
 

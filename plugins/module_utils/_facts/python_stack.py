@@ -467,7 +467,40 @@ CHECKED_DISTRIBUTIONS = ("torch", "deepspeed", "apex")
 
 
 def empty_packages(error: Optional[str] = None) -> Dict[str, Any]:
-    return {"installed": {}, "files": _integrity.empty(error=error), "unowned": None}
+    return {"installed": {}, "files": _integrity.empty(error=error), "unowned": None, "pins": None}
+
+
+# The constraints file python_env writes into the venv and passes to every pip call
+# (roles/python_env/vars/main.yml, __python_env_constraints): the versions the role installed.
+PINS_FILE = "megatron-ds/constraints.txt"
+_PIN_RE = re.compile(r"^\s*(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*(?P<version>[^\s;#,]+)\s*(?:#.*)?$")
+
+
+def parse_pins(text: Optional[str]) -> Dict[str, str]:
+    """Normalized name -> version of every ``name==version`` line of a pip constraints file. Lines
+    that bound a version without fixing it (``numpy<2``), carry markers or extras, or repeat a name
+    with another version pin nothing: only an exact pin says which version must be installed."""
+    pins: Dict[str, str] = {}
+    conflicting = set()
+    for line in (text or "").splitlines():
+        match = _PIN_RE.match(line)
+        if not match:
+            continue
+        key, version = _dist_key(match.group("name")), match.group("version")
+        if pins.get(key, version) != version:
+            conflicting.add(key)
+        pins[key] = version
+    return dict((key, version) for key, version in pins.items() if key not in conflicting)
+
+
+def read_pins(venv: "_Venv") -> Optional[Dict[str, Any]]:
+    """``{"source": path, "pins": {name: version}}`` from python_env's constraints file in the venv;
+    None where there is none (a venv the collection did not make)."""
+    path = "%s/%s" % (venv.venv, PINS_FILE)
+    text = venv.host.read_text(path, limit=256 * 1024)
+    if text is None:
+        return None
+    return {"source": path, "pins": parse_pins(text)}
 
 
 def add_installed_files(venv: "_Venv", facts: Dict[str, Any]) -> None:
@@ -479,7 +512,8 @@ def add_installed_files(venv: "_Venv", facts: Dict[str, Any]) -> None:
       preflight compares across nodes; a name installed twice gives both versions, comma
       separated) and ``files``, every other distribution's check in one, each problem prefixed
       with ``name version:``; ``unowned``, the code in site-packages that no distribution's
-      record owns (_site_code), from the RECORDs read here.
+      record owns (_site_code), from the RECORDs read here; ``pins``, the exact pins of
+      python_env's constraints file in the venv (:func:`read_pins`), or None.
     """
     budget = [_integrity.HASH_BUDGET]
     installed: Dict[str, str] = {}
@@ -521,4 +555,5 @@ def add_installed_files(venv: "_Venv", facts: Dict[str, Any]) -> None:
     for name in CHECKED_DISTRIBUTIONS:
         facts[name].setdefault("files", _integrity.empty())
     facts["packages"] = {"installed": installed, "files": others,
-                         "unowned": _site_code.unowned_code(venv.host, venv.sites, owned)}
+                         "unowned": _site_code.unowned_code(venv.host, venv.sites, owned),
+                         "pins": read_pins(venv)}

@@ -9,6 +9,7 @@ Pure functions, no Ansible imports; _preflight runs :data:`MATRIX_CHECKS` on eve
 """
 from __future__ import annotations
 
+import re
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 from .._facts.integrity import MANIFEST_NAME
@@ -650,6 +651,61 @@ def check_packages_files(ctx: _Context, node: str, facts: Mapping[str, Any]) -> 
     return _files_row(ctx, node, facts, "packages.files", "packages", PIP_RECORD, PIP_EXPECTED, fix)
 
 
+# Distributions whose version has a row of its own against the profile (torch.version,
+# deepspeed.version): left out of packages.pinned so that one drift is reported once.
+PINNED_ELSEWHERE = ("torch", "deepspeed")
+# How many off-pin distributions a packages.pinned row spells out.
+SHOWN_PINNED = 8
+_PLAIN_RELEASE = re.compile(r"^\d+(?:\.\d+)*(?:\+[A-Za-z0-9.]+)?$")
+
+
+def same_version(installed: str, pinned: str) -> bool:
+    """What pip's ``==`` accepts for plain releases: '2.2' is '2.2.0'; local labels must agree."""
+    if installed.lower() == pinned.lower():
+        return True
+    if not (_PLAIN_RELEASE.match(installed) and _PLAIN_RELEASE.match(pinned)):
+        return False
+    return compare(installed, pinned) == 0 and local_label(installed).lower() == local_label(pinned).lower()
+
+
+def check_packages_pinned(ctx: _Context, node: str, facts: Mapping[str, Any]) -> Row:
+    """Every installed distribution that python_env's constraints file pins (gpu_stack_facts'
+    packages.pins) at that version. A ``pip install numpy==<other>`` by hand passes every RECORD
+    check, and same.packages sees it only beside other nodes; this row sees it on one node, and its
+    check id is python_env's, so provision.yml's converge check runs the role there, which puts the
+    pin back."""
+    check, comp = "packages.pinned", "packages"
+    pins = _get(facts, "packages", "pins")
+    installed = _get(facts, "packages", "installed")
+    if not isinstance(pins, Mapping) or not isinstance(pins.get("pins"), Mapping):
+        return _row(check, SKIP, node, comp, fix="no constraints file of python_env in the venv on %s "
+                    "(a venv the collection did not make): nothing pins its versions" % node)
+    if not isinstance(installed, Mapping) or not installed:
+        return _row(check, SKIP, node, comp, fix="gpu_stack_facts listed no distribution in the venv on %s" % node)
+    source = _text(pins.get("source")) or "the venv's constraints file"
+    expected = "every installed distribution at its pin in %s" % source
+    off: List[Tuple[str, str, str]] = []
+    compared = 0
+    for name in sorted(pins["pins"]):
+        version = _text(installed.get(name))
+        if name in PINNED_ELSEWHERE or version is None:
+            continue
+        compared += 1
+        pinned = str(pins["pins"][name])
+        if not all(same_version(one, pinned) for one in version.split(",")):
+            off.append((name, version, pinned))
+    if not off:
+        return _row(check, PASS, node, comp, "%d pinned distribution(s) at their pins" % compared, expected)
+    found = "; ".join("%s %s (pinned %s)" % item for item in off[:SHOWN_PINNED])
+    if len(off) > SHOWN_PINNED:
+        found += "; ... (%d more)" % (len(off) - SHOWN_PINNED)
+    venv = _text(_get(facts, "venv")) or "<venv>"
+    fix = ("re-run playbooks/provision.yml: its converge check runs %s on %s, which installs the pins again "
+           "(by hand: %s/bin/pip install --no-deps --constraint %s %s)"
+           % (_role("python_env"), node, venv, source, " ".join("'%s==%s'" % (n, p) for n, _v, p in off[:SHOWN_PINNED])))
+    return _row(check, FAIL, node, comp, "%d distribution(s) off their pin: %s" % (len(off), found), expected, fix)
+
+
 # Names the collection itself puts into site-packages without a RECORD: python_env's fused-ops
 # hook (roles/python_env/tasks/fused_ops.yml; pip cannot install a .pth from a pyproject build),
 # and the helper virtualenv and uv write into every venv they create.
@@ -728,6 +784,7 @@ MATRIX_CHECKS: Sequence[NodeCheck] = (
     check_apex,
     check_apex_files,
     check_packages_files,
+    check_packages_pinned,
     check_unowned_code,
     check_megatron,
     check_trainer_imports,

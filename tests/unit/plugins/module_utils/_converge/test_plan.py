@@ -174,6 +174,17 @@ def test_plan_node_refuses_a_role_without_a_converge_check():
       "packages": {"files": {"bad_count": 3, "bad_distributions": ["numpy==1.26.4", "six==1.16.0"]}}}, "",
      ["numpy==1.26.4", "six==1.16.0"]),
     ({"packages": {"files": None}}, "", []),
+    # issue 40: numpy drifted to 2.1.3 by hand, and a file of it differs. python_env's main install puts
+    # the pin (2.2.6) back first; the repair names the pin, never the drifted version the facts read.
+    ({"packages": {"files": {"bad_count": 1, "bad_distributions": ["numpy==2.1.3", "six==1.16.0"]},
+                   "pins": {"source": "/v/megatron-ds/constraints.txt", "pins": {"numpy": "2.2.6"}}}}, "",
+     ["numpy==2.2.6", "six==1.16.0"]),
+    ({"torch": {"version": "2.1.0+cpu", "files": {"bad_count": 1}},
+      "deepspeed": {"version": "0.19.7", "files": {"bad_count": 1}},
+      "packages": {"pins": {"source": "c", "pins": {"torch": "2.13.0+cpu", "deepspeed": "0.19.6"}}}}, "",
+     ["torch==2.13.0+cpu", "deepspeed==0.19.6"]),
+    # pins without a files section, or a pins section that is not a mapping: the facts' versions
+    ({"packages": {"files": {"bad_distributions": ["six==1.16.0"]}, "pins": None}}, "", ["six==1.16.0"]),
 ])
 def test_venv_repairs_names_every_damaged_distribution(facts, torch_spec, expected):
     assert cp.venv_repairs(facts, torch_spec) == expected

@@ -271,7 +271,26 @@ def test_a_package_installed_twice_shows_both_versions(tmp_path):
 
 def test_no_venv_gives_empty_packages(tmp_path):
     stack = gf.collect_python_stack(host(tmp_path), "/venv", [], "files")
-    assert stack["packages"] == {"installed": {}, "files": ig.empty(), "unowned": None}
+    assert stack["packages"] == {"installed": {}, "files": ig.empty(), "unowned": None, "pins": None}
+
+
+@pytest.mark.parametrize("constraints, pins", [
+    # python_env's constraints file (roles/python_env/templates/constraints.txt.j2, abridged)
+    ("# build tools\npip==25.3\n# torch, its torchvision and DeepSpeed\ntorch==2.13.0+cpu\n"
+     "# the profile's extra pins\npydantic<2\n# Megatron-DeepSpeed requirements\nnumpy==2.2.6\n",
+     {"source": "/venv/megatron-ds/constraints.txt", "pins": {"pip": "25.3", "torch": "2.13.0+cpu", "numpy": "2.2.6"}}),
+    # a venv the collection did not make
+    (None, None),
+])
+def test_the_venvs_pins_come_from_python_envs_constraints(tmp_path, constraints, pins):
+    _fake_venv(tmp_path)
+    pip_install(tmp_path, "numpy", "2.3.5", NUMPY_FILES)
+    if constraints is not None:
+        (tmp_path / "venv/megatron-ds").mkdir()
+        (tmp_path / "venv/megatron-ds/constraints.txt").write_text(constraints)
+    stack = gf.collect_python_stack(host(tmp_path), "/venv", [], "files")
+    assert stack["packages"]["pins"] == pins
+    assert stack["packages"]["installed"] == {"numpy": "2.3.5"}
 
 
 # --------------------------------------------------------------------------- git's index

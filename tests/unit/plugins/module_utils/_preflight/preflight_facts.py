@@ -104,6 +104,10 @@ def make_node(profile_name: str, hostname: str) -> Dict[str, Any]:
             # python_env's own .pth (no RECORD owns it), allowed by the preflight
             "unowned": {"count": 1, "entries": [{"path": venv + "/lib/python3/site-packages/megatron_ds_fused_ops.pth",
                                                  "kind": "pth", "detail": "1 import line(s) run at every interpreter start"}]},
+            # python_env's constraints file in the venv: what the role pinned (the build tools too)
+            "pins": {"source": venv + "/megatron-ds/constraints.txt",
+                     "pins": {"pip": "25.3", "numpy": "1.26.4" if profile_name == "cu117" else "2.2.6",
+                              "pydantic": "2.14.4", "torch": torch_version}},
         },
         "infiniband": {
             "hcas": [

@@ -452,3 +452,60 @@ def test_unowned_code_skips_facts_without_the_list():
     cluster = make_cluster("cpu")
     del cluster["node2"]["packages"]["unowned"]
     assert row_for(run(cluster, "cpu"), "venv.unowned_code", "node2").status == pf.SKIP
+
+
+CONSTRAINTS = "/opt/megatron/venv/megatron-ds/constraints.txt"
+
+
+@pytest.mark.parametrize("installed, pins, status, found_words, fix_words", [
+    # issue 40: `pip install numpy==2.3.5` by hand on one node; every RECORD check passes
+    ({"numpy": "2.3.5", "six": "1.17.0"}, {"numpy": "2.2.6", "six": "1.17.0"}, pf.FAIL,
+     ["1 distribution(s) off their pin: numpy 2.3.5 (pinned 2.2.6)"],
+     ["playbooks/provision.yml", "python_env", "node2", "--constraint %s 'numpy==2.2.6'" % CONSTRAINTS]),
+    # pip's == reads 2.2 as 2.2.0; local labels must agree
+    ({"numpy": "2.2", "torchvision": "0.28.0+cpu"}, {"numpy": "2.2.0", "torchvision": "0.28.0+cpu"}, pf.PASS,
+     ["2 pinned distribution(s) at their pins"], []),
+    ({"torchvision": "0.28.0"}, {"torchvision": "0.28.0+cpu"}, pf.FAIL, ["torchvision 0.28.0 (pinned 0.28.0+cpu)"], []),
+    # torch and DeepSpeed have their own rows against the profile: not reported twice
+    ({"torch": "2.1.0", "deepspeed": "0.19.7"}, {"torch": "2.13.0+cpu", "deepspeed": "0.19.6"}, pf.PASS,
+     ["0 pinned distribution(s)"], []),
+    # a pin of something not installed is a constraint, not a requirement
+    ({"six": "1.17.0"}, {"six": "1.17.0", "sentencepiece": "0.2.1"}, pf.PASS, ["1 pinned"], []),
+    # a name installed twice (an interrupted upgrade): each version must be the pin
+    ({"numpy": "2.2.6,2.3.5"}, {"numpy": "2.2.6"}, pf.FAIL, ["numpy 2.2.6,2.3.5 (pinned 2.2.6)"], []),
+    # many off their pins: eight shown, the rest counted
+    (dict(("p%d" % i, "2") for i in range(10)), dict(("p%d" % i, "1") for i in range(10)), pf.FAIL,
+     ["10 distribution(s)", "... (2 more)"], []),
+])
+def test_a_distribution_off_its_pin_fails_naming_node_package_and_pin(installed, pins, status, found_words, fix_words):
+    cluster = make_cluster("cpu")
+    cluster["node2"]["packages"] = dict(cluster["node2"]["packages"], installed=installed,
+                                        pins={"source": CONSTRAINTS, "pins": pins})
+    row = row_for(run(cluster, "cpu"), "packages.pinned", "node2")
+    assert (row.status, row.component) == (status, "packages"), row
+    assert all(words in row.found for words in found_words), row.found
+    assert all(words in row.fix for words in fix_words), row.fix
+    if status == pf.FAIL:
+        assert row.expected == "every installed distribution at its pin in %s" % CONSTRAINTS
+
+
+def test_pins_row_skips_a_venv_without_python_envs_constraints():
+    cluster = make_cluster("cpu")
+    cluster["node2"]["packages"]["pins"] = None
+    row = row_for(run(cluster, "cpu"), "packages.pinned", "node2")
+    assert row.status == pf.SKIP and "no constraints file of python_env" in row.fix and "node2" in row.fix
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("# build tools\npip==25.3\nsetuptools==80.9.0\n", {"pip": "25.3", "setuptools": "80.9.0"}),
+    # bounds, markers and extras pin no version; names are normalized as dist-info directories are
+    ("pydantic<2\nnumpy==1.26.4 ; python_version < '3.12'\ntyping-extensions==4.12.2\ntorch==2.13.0+cpu\n",
+     {"typing_extensions": "4.12.2", "torch": "2.13.0+cpu"}),
+    ("Sentence.Piece == 0.2.1  # the HEAD tokenizer\n", {"sentence_piece": "0.2.1"}),
+    # one name pinned twice at two versions: no pin can be trusted
+    ("numpy==2.2.6\nnumpy==2.3.5\nsix==1.17.0\n", {"six": "1.17.0"}),
+    ("", {}),
+    (None, {}),
+])
+def test_parse_pins_keeps_exact_pins_only(text, expected):
+    assert _gpu_python.parse_pins(text) == expected
