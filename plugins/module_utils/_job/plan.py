@@ -387,10 +387,11 @@ def plan(spec: Mapping[str, Any], nodes: int, gpus_per_node: int, gpu_memory_mib
             rejected[str(exc)] = rejected.get(str(exc), 0) + 1
             continue
         # A layout must train the same mathematics as the others (_job.parity): each way it departs
-        # from DP with ZeRO-1 agrees, on a GPU where a GPU can compare it (ZeRO-0/2/3, recompute),
-        # on CPU for TP and PP. Measured to differ (ZeRO-0 in bf16, ZeRO-3 even at weight decay 0)
-        # leaves it out, with the reason; a job that asks for either still gets the rule's warning.
-        why = _job_parity.unproven(layout)
+        # from DP with ZeRO-1 agrees, on a GPU where a GPU can compare it (ZeRO-0/2/3, recompute, and
+        # the job's fused ops, which every layout of it runs), on CPU for TP and PP. Measured to differ
+        # (ZeRO-0 in bf16, ZeRO-3 even at weight decay 0) leaves it out, with the reason; a job that
+        # asks for either still gets the rule's warning.
+        why = _job_parity.unproven(dict(layout, fused_ops=job["fused_ops"]))
         if why:
             rejected[why] = rejected.get(why, 0) + 1
             continue

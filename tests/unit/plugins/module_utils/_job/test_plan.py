@@ -194,6 +194,30 @@ def test_planner_leaves_out_a_departure_with_no_measured_parity(monkeypatch):
     assert result["rejected"]["loss parity with ZeRO-1 not measured (pipeline parallel)"] > 0
 
 
+@pytest.mark.parametrize("fused, gpu_row, ranked, reason", [
+    (True, None, True, None),                                   # the repository's table: agrees on H100 and H200
+    (False, "drop", True, None),                                # not fused: its verdict is not asked
+    (True, "drop", False, "GPU loss parity with ZeRO-1 not measured (fused ops)"),
+    (True, _job_parity.DIFFERS, False, "loss differs from ZeRO-1 on a GPU (fused ops)"),
+])
+def test_planner_ranks_a_fused_ops_job_only_on_its_gpu_parity(fused, gpu_row, ranked, reason, monkeypatch):
+    """The job's fused ops are in every layout it ranks: without a GPU verdict of agreement none is."""
+    if gpu_row is not None:
+        row = {k: v for k, v in _job_parity.PARITY["fused_ops"].items() if k != "gpu"}
+        if gpu_row != "drop":
+            row["gpu"] = {"verdict": gpu_row, "evidence": "test", "where": "test"}
+        monkeypatch.setattr(_job_parity, "PARITY", dict(_job_parity.PARITY, fused_ops=row))
+    spec = dict(GPT_123B, model_preset="llama", global_batch_size=128, fused_ops=fused)
+    result = _job_plan.plan(spec, 1, 1, gpu="H200", padded_vocab_size=8192)
+    assert bool(result["layouts"]) is ranked
+    assert all(row["spec"]["fused_ops"] is fused for row in result["layouts"])
+    if reason:
+        assert result["rejected"][reason] > 0
+        assert reason in _job_plan.refusal(result, 1, 1) and reason in " ".join(_job_plan.table(result))
+    else:
+        assert _job_plan.refusal(result, 1, 1) is None
+
+
 def test_planner_keeps_the_rules_of_validation(monkeypatch):
     # 40 heads: TP 8 divides, TP 3 never offered; ZeRO 2/3 never with PP > 1
     _as_if_measured_on_a_gpu(monkeypatch)
