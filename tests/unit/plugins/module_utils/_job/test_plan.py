@@ -564,3 +564,50 @@ def test_zero1_and_zero2_at_dp1_are_ranked_by_the_model_not_by_input_order(globa
         names = orders[-1]
         assert names.index(_job_plan.describe(same[1])) < names.index(_job_plan.describe(same[2]))
     assert orders[0] == orders[1] == orders[2]
+
+
+def _row(tokens, fits=True):
+    return {"tokens_per_s": tokens, "fits": fits}
+
+
+@pytest.mark.parametrize("rows, runs", [
+    ([_row(3.0), _row(3.0), _row(2.0), _row(2.0), _row(2.0), _row(1.0)], [[1, 2], [3, 4, 5]]),
+    ([_row(3.0), _row(2.0), _row(1.0)], []),
+    ([_row(3.0), _row(3.0 * (1 + 1e-9))], []),           # a model term, however small, decides
+    ([_row(3.0, True), _row(3.0, False)], []),          # one fits, the other does not: not a tie
+    ([_row(1.0)], []),
+    ([], []),
+])
+def test_tied_finds_the_runs_the_model_cannot_order(rows, runs):
+    assert _job_plan.tied(rows) == runs
+
+
+@pytest.mark.parametrize("global_batch, tie", [(16, True), (64, False)])
+def test_the_table_states_the_tie_rule_where_zero1_and_zero2_tie(global_batch, tie):
+    """At DP 1 with one micro batch a step ZeRO-1 and ZeRO-2 run the same work: the table says the
+    tie rule orders them; with accumulation ZeRO-2's model term does, and no tie is stated for them."""
+    spec = dict(GPT_123B, model_preset="gpt", global_batch_size=global_batch, fused_ops=False)
+    result = _job_plan.plan(spec, 1, 1, gpu="H200", padded_vocab_size=8192)
+    ranked = result["layouts"]
+    rank = {(row["zero"], row["micro"], row["recompute"]): index for index, row in enumerate(ranked, 1)}
+    one, two = rank[(1, 16, False)], rank[(2, 16, False)]
+    lines = _job_plan.table(result, limit=len(ranked))
+    stated = [line for line in lines if line.startswith("equal predictions, ordered by the tie rule")]
+    pairs = [run for run in _job_plan.tied(ranked) if one in run]
+    if tie:
+        assert two == one + 1 and pairs == [[one, two]]
+        assert stated and ("%d=%d" % (one, two)) in stated[0] and _job_plan.TIE_RULE in stated[0]
+    else:
+        assert pairs == [] and all(("%d=" % one) not in line for line in stated)
+
+
+def test_a_long_tie_statement_wraps_keeping_every_rank():
+    rows = [dict(_row(1000.0 - index // 2), tp=1, pp=1, dp=1, zero=1 + index % 2, micro=1, recompute=False,
+                 grad_acc=1, memory_gib=1.0, memory_fraction=0.1, step_s=1.0, mfu=0.1,
+                 parts={k: 0.0 for k in ("matmul", "attention", "elementwise", "tp", "p2p", "dp", "bubble", "launch", "step")})
+            for index in range(60)]
+    lines = _job_plan.table({"layouts": rows, "rejected": {}, "hardware": {"memory_mib": 81559}}, limit=60)
+    assert all(len(line) <= 160 for line in lines)
+    start = next(i for i, line in enumerate(lines) if line.startswith("equal predictions"))
+    stated = " ".join(lines[start:-1])
+    assert all(("%d=%d" % (2 * k + 1, 2 * k + 2)) in stated for k in range(30)), stated
