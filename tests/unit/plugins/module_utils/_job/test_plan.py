@@ -286,13 +286,25 @@ def test_unknown_gpu_names_the_choices():
         _job_plan.hardware("V100")
 
 
-@pytest.mark.parametrize("kv_heads,status", [(None, None), (40, None), (8, "fail"), (7, "fail")])
-def test_grouped_query_attention_is_refused_at_the_pinned_checkout(kv_heads, status):
+@pytest.mark.parametrize("kv_heads, version, checks", [
+    (None, "0.19.6", []),
+    (40, "0.19.6", []),
+    (8, "0.19.6", [("grouped-query attention", "fail", "8 key/value heads for 40 heads on the head era")]),
+    (7, "0.19.6", [("num_attention_heads % num_key_value_heads == 0", "fail", "40 heads, 7 key/value heads")]),
+    # the before_rebase era (DeepSpeed 0.14, or the default cu117 profile) has no --num-key-value-heads: the
+    # flag's own check refuses it, and the GQA rule, which is about 4efb479d's attention, says nothing there
+    (8, "0.14.0", [("--num-key-value-heads available", "fail", "asks for --num-key-value-heads")]),
+    (8, None, [("--num-key-value-heads available", "fail", "asks for --num-key-value-heads")]),
+    (None, "0.14.0", []),
+])
+def test_grouped_query_attention_is_refused_on_the_head_era(kv_heads, version, checks):
     from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import rules as _job_rules
     spec = _job_spec.normalize({"num_key_value_heads": kv_heads, "model_preset": "llama"})
-    findings = [f for f in _job_rules.validate(spec, None, {"nodes": 8, "gpus_per_node": 8})
-                if "key_value" in f["check"] or "grouped" in f["check"]]
-    assert [f["status"] for f in findings] == ([status] if status else [])
+    findings = [f for f in _job_rules.validate(spec, None, {"nodes": 8, "gpus_per_node": 8}, None, version)
+                if f["status"] != "pass" and ("key_value" in f["check"] or "key-value" in f["check"]
+                                              or "grouped" in f["check"])]
+    assert [(f["check"], f["status"]) for f in findings] == [check[:2] for check in checks]
+    assert all(check[2] in f["found"] for f, check in zip(findings, checks))
 
 
 @pytest.mark.parametrize("preset,flags", [
@@ -507,7 +519,8 @@ def test_a_search_too_large_is_refused_at_once_naming_what_to_pin():
     # grouped-query attention on the head era: one rule refuses every layout; it is named, with its fix
     ({"model_preset": "llama", "num_key_value_heads": 4}, None,
      r"^no layout of 1 node\(s\) x 2 GPUs passes the job rules: 'grouped-query attention' refused all \d+ "
-     r"layout\(s\).*found 4 key/value heads for 16 heads.*set megatron_job_num_key_value_heads: null"),
+     r"layout\(s\).*found 4 key/value heads for 16 heads on the head era \(Megatron-DeepSpeed 4efb479d\).*"
+     r"set megatron_job_num_key_value_heads: null"),
     # heads that the key/value heads do not divide: another rule, named the same way
     ({"model_preset": "llama", "num_key_value_heads": 5}, None,
      r"^no layout .* passes the job rules: 'num_attention_heads % num_key_value_heads == 0' refused all"),
