@@ -25,6 +25,7 @@ Ansible:
     python3 bench/gpu/mds_grid.py render --dest SRC [--only a,b]
     python3 bench/gpu/mds_grid.py run --jobs SRC/jobs --data SRC/data --out $OUT --budget-s 480
     python3 bench/gpu/mds_grid.py report results.json [more.json ...] --json bench/gpu/h200_grid.json
+    python3 bench/gpu/mds_grid.py predict --gpu H100 --only a,b [--results results.json ...]
 
 Peak memory is Megatron's own report (megatron/utils.py report_memory: torch.cuda
 max_memory_allocated / max_memory_reserved, printed by every data-parallel rank 0 after the first
@@ -655,6 +656,81 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+# ----------------------------------------------------------------------------------- predict
+
+def load_planner():
+    sys.path.insert(0, os.path.join(REPO, ".collections"))
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import plan as _job_plan
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import spec as _job_spec
+    return _job_plan, _job_spec
+
+
+def planner_spec(c: Dict[str, Any], normalize) -> Dict[str, Any]:
+    """The job spec of a configuration as plan.yml would read it from the role variables (the
+    stack profile as megatron_job_stack_profile; the earlier llama rows, run with the preset's
+    switches, as the preset)."""
+    variables = role_vars(c, "/tmp/mdsgrid", 29500)
+    variables["megatron_job_stack_profile"] = variables.pop("megatron_stack_profile")
+    if c["model"] in ("llama", "llama-preset"):
+        variables["megatron_job_extra_args"] = []
+        variables["megatron_job_model_preset"] = "llama"
+    return normalize(variables)
+
+
+def prediction(c: Dict[str, Any], gpu: str, deepspeed_version: str, padded_vocab_size: int) -> Dict[str, Any]:
+    """The planner's ranking of the configuration's job on its GPUs (what plan.yml prints for
+    it): the configuration's rank among the layouts it offers and that layout's predicted step
+    time, tokens/s per GPU, MFU and memory; rank None and the reason when it is not ranked."""
+    _job_plan, _job_spec = load_planner()
+    spec = planner_spec(c, _job_spec.normalize)
+    result = _job_plan.plan(spec, 1, c["gpus"], gpu=gpu, deepspeed_version=deepspeed_version,
+                            padded_vocab_size=padded_vocab_size)
+    want = (c["tp"], c["pp"], c["zero"], c["micro"], c["recompute"])
+    out: Dict[str, Any] = {"name": c["name"], "gpu": gpu, "rank": None, "first": None}
+    for rank, row in enumerate(result["layouts"], 1):
+        if rank == 1:
+            out["first"] = _job_plan.describe(row)
+        if (row["tp"], row["pp"], row["zero"], row["micro"], row["recompute"]) == want:
+            out.update(rank=rank, layout=_job_plan.describe(row), step_s=row["step_s"],
+                       tokens_per_gpu_per_s=row["tokens_per_s"] / c["gpus"], mfu=row["mfu"],
+                       memory_gib=row["memory_gib"], fits=row["fits"])
+            break
+    else:
+        out["why"] = "not among the %d layouts the planner ranks (rejected: %s)" % (
+            len(result["layouts"]), ", ".join("%s %d" % kv for kv in sorted(result["rejected"].items())) or "none")
+    return out
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    measured: Dict[str, Dict[str, Any]] = {}
+    for path in args.results or []:
+        for row in json.load(open(path)):
+            if row.get("intervals"):
+                last = row["intervals"][-1]
+                mem = list(row.get("memory", {}).values())
+                measured.setdefault(row["name"], []).append({
+                    "tokens": last["tokens_per_gpu_per_s"], "mfu": last["tflops_per_gpu"] / H200_DENSE_BF16_TFLOPS,
+                    "gib": max(m["max_reserved_mib"] for m in mem) / 1024.0 if mem else None})
+    print("| row | planner rank | layout | predicted step s | predicted tokens/s | predicted MFU | predicted GiB |"
+          " measured tokens/s | measured MFU | measured GiB | prediction error |")
+    print("|" + "---|" * 11)
+    for c in select(args.only):
+        p = prediction(c, args.gpu, args.deepspeed_version, args.padded_vocab_size)
+        if p["rank"] is None:
+            print("| %s | - | %s |" % (c["name"], p["why"]))
+            continue
+        runs = measured.get(c["name"]) or [{}]
+        for run in runs:
+            error = p["tokens_per_gpu_per_s"] / run["tokens"] - 1.0 if run.get("tokens") else None
+            print("| %s | %d%s | %s | %.3f | %s | %.1f%% | %.1f | %s | %s | %s | %s |" % (
+                c["name"], p["rank"], "" if p["fits"] else " (above 90%)", p["layout"], p["step_s"],
+                "{:,.0f}".format(p["tokens_per_gpu_per_s"]), 100 * p["mfu"], p["memory_gib"],
+                "{:,.0f}".format(run["tokens"]) if run.get("tokens") else "-",
+                "%.1f%%" % (100 * run["mfu"]) if run.get("mfu") else "-", fmt(run.get("gib")),
+                "%+.1f%%" % (100 * error) if error is not None else "-"))
+    return 0
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     for c in GRID:
         print("%-20s %s" % (c["name"], describe(c)))
@@ -687,6 +763,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--meta", help="a JSON file of host facts to embed")
     p.add_argument("--deepspeed-version", default="0.19.6")
     p.set_defaults(func=cmd_report)
+    p = sub.add_parser("predict", help="the planner's rank and prediction for each row, beside what results.json measured")
+    p.add_argument("--only", help="comma-separated configuration names")
+    p.add_argument("--gpu", default="H200", help="the planner's GPU (H200, H100, A100-80GB, A100-40GB)")
+    p.add_argument("--results", nargs="*", help="results.json files whose rows are printed beside the prediction")
+    p.add_argument("--deepspeed-version", default="0.19.6")
+    p.add_argument("--padded-vocab-size", type=int, default=8192, help="bench/make_corpus.py's vocabulary, padded")
+    p.set_defaults(func=cmd_predict)
     args = parser.parse_args(argv)
     return args.func(args)
 

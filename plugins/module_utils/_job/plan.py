@@ -66,8 +66,11 @@ GPUS: Dict[str, Dict[str, float]] = {
 # How far the time model has been off on measured runs of each GPU: predicted throughput over
 # measured, less one (positive: optimistic), printed with every plan as its uncertainty. A100:
 # the 16 published runs of bench/published/megatron_runs.json (fitted and held out alike); H200:
-# our grid and side-by-side runs, step time -10% to +8% (docs/planning.md, "Measured error").
+# our grid and side-by-side runs, step time -10% to +8% (docs/planning.md, "Measured error"); H100:
+# the planner's first choice and runner-up for the GPT and the llama preset, fused and not, ten runs
+# (bench/gpu/h100_picks, `mds_grid.py predict --gpu H100`): pessimistic by 3.1% to 5.9%.
 MODEL_ERROR: Dict[str, Tuple[float, float, str]] = {
+    "H100": (-0.059, -0.031, "our H100 runs"),
     "A100-80GB": (-0.121, 0.065, "16 published A100 runs"),
     "A100-40GB": (-0.121, 0.065, "16 published A100-80GB runs"),
     "H200": (-0.08, 0.10, "our H200 runs"),

@@ -467,7 +467,8 @@ def test_the_plan_writes_its_prediction_for_status():
     predicted = _job_plan.prediction(row, 1, "H200")
     assert predicted["tokens_per_gpu_per_s"] == pytest.approx(row["tokens_per_s"], abs=0.1)
     assert predicted["model_error"] == [-0.08, 0.10] and predicted["layout"] == _job_plan.describe(row)
-    assert _job_plan.prediction(row, 1, "H100")["model_error"] is None
+    assert _job_plan.prediction(row, 1, "H100")["model_error"] == [-0.059, -0.031]
+    assert _job_plan.prediction(row, 1, "B200")["model_error"] is None   # a GPU the model was never checked on
 
 
 # ---------------------------------------------------------------------------------------
@@ -624,3 +625,60 @@ def test_a_long_tie_statement_wraps_keeping_every_rank():
     start = next(i for i, line in enumerate(lines) if line.startswith("equal predictions"))
     stated = " ".join(lines[start:-1])
     assert all(("%d=%d" % (2 * k + 1, 2 * k + 2)) in stated for k in range(30)), stated
+
+
+def _h100_runs():
+    runs = []
+    for call in (1, 2):
+        with open(os.path.join(BENCH, "h100_picks", "results-%d.json" % call)) as handle:
+            runs += [dict(row, call=call) for row in json.load(handle) if row.get("intervals")]
+    return runs
+
+
+H100_RUNS = _h100_runs()
+H100_CONFIG = {c["name"]: c for c in grid.GRID if c["name"].startswith("h1-")}
+
+
+def _h100_prediction(name, cache={}):  # pylint: disable=dangerous-default-value
+    if name not in cache:
+        cache[name] = grid.prediction(H100_CONFIG[name], "H100", "0.19.6", 8192)
+    return cache[name]
+
+
+def test_the_h100_model_error_is_what_the_picks_measured():
+    """MODEL_ERROR["H100"] is the band of predicted over measured tokens/s, less one, of the ten
+    H100 runs of the planner's picks (`mds_grid.py predict --gpu H100`)."""
+    assert len(H100_RUNS) == 10
+    errors = [_h100_prediction(row["name"])["tokens_per_gpu_per_s"] / row["intervals"][-1]["tokens_per_gpu_per_s"] - 1
+              for row in H100_RUNS]
+    low, high, _what = _job_plan.MODEL_ERROR["H100"]
+    assert (round(min(errors), 3), round(max(errors), 3)) == (low, high)
+
+
+@pytest.mark.parametrize("name, rank", [
+    ("h1-gpt-z1-m8", 1), ("h1-gpt-z1-m8-fx", 1), ("h1-gpt-z2-m8", 2), ("h1-gpt-z2-m8-fx", 2),
+    ("h1-llamap-z1-m8", 1), ("h1-llamap-z1-m8-fx", 1), ("h1-llamap-z2-m8", 2), ("h1-llamap-z2-m8-fx", 2),
+])
+def test_the_h100_rows_are_the_planners_first_choice_and_runner_up(name, rank):
+    assert _h100_prediction(name)["rank"] == rank
+
+
+def _benchmarks_h100_rows():
+    with open(os.path.join(HERE, "..", "..", "..", "..", "..", "docs", "benchmarks.md")) as handle:
+        return [line for line in handle if line.startswith("| h1-")]
+
+
+@pytest.mark.parametrize("line", _benchmarks_h100_rows())
+def test_benchmarks_md_predicted_columns_are_what_the_planner_prints(line):
+    """docs/benchmarks.md's H100 table: its predicted tokens/s, MFU and GiB and its prediction
+    error are what `mds_grid.py predict` computes today from the recorded runs."""
+    cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+    name, call = cells[0].split()[0], int(cells[1])
+    predicted = _h100_prediction(name)
+    measured = [row for row in H100_RUNS if row["name"] == name and row["call"] == call]
+    assert len(measured) == 1
+    tokens = measured[0]["intervals"][-1]["tokens_per_gpu_per_s"]
+    assert cells[4] == "{:,.0f}".format(tokens)
+    assert cells[9:13] == ["{:,.0f}".format(predicted["tokens_per_gpu_per_s"]), "%.1f%%" % (100 * predicted["mfu"]),
+                           "%.1f" % predicted["memory_gib"],
+                           "%+.1f%%" % (100 * (predicted["tokens_per_gpu_per_s"] / tokens - 1))]
