@@ -702,7 +702,7 @@ def prediction(c: Dict[str, Any], gpu: str, deepspeed_version: str, padded_vocab
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    measured: Dict[str, Dict[str, Any]] = {}
+    measured: Dict[str, List[Dict[str, Any]]] = {}
     for path in args.results or []:
         for row in json.load(open(path)):
             if row.get("intervals"):
@@ -722,7 +722,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         runs = measured.get(c["name"]) or [{}]
         for run in runs:
             error = p["tokens_per_gpu_per_s"] / run["tokens"] - 1.0 if run.get("tokens") else None
-            print("| %s | %d%s | %s | %.3f | %s | %.1f%% | %.1f | %s | %s | %s | %s |" % (
+            print("| %s | %s%s | %s | %.3f | %s | %.1f%% | %.1f | %s | %s | %s | %s |" % (
                 c["name"], p["rank"], "" if p["fits"] else " (above 90%)", p["layout"], p["step_s"],
                 "{:,.0f}".format(p["tokens_per_gpu_per_s"]), 100 * p["mfu"], p["memory_gib"],
                 "{:,.0f}".format(run["tokens"]) if run.get("tokens") else "-",
