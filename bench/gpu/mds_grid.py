@@ -418,11 +418,11 @@ def over_card(jobs: List[Dict[str, Any]], card_mib: Optional[int], deepspeed_ver
     for job in jobs:
         est = estimate(jobspec, {"config": job["config"], "vars": job["vars"], "padded_vocab_size": padded_vocab_size},
                        deepspeed_version)
+        gib = est["total"] / 1024.0 ** 3
         if est["total"] > card_mib * 1024.0 ** 2:
-            skipped.append({"name": job["config"]["name"], "estimate_gib": round(est["total"] / 1024.0 ** 3, 1),
-                            "status": "skipped: estimated %.1f GiB per GPU, above the card's %.1f GiB (pass "
-                                      "--no-skip-over-card to start it anyway)" % (est["total"] / 1024.0 ** 3,
-                                                                                  card_mib / 1024.0)})
+            reason = "estimated %.1f GiB per GPU, above the card's %.1f GiB (pass --no-skip-over-card to start it anyway)" % (
+                gib, card_mib / 1024.0)
+            skipped.append({"name": job["config"]["name"], "estimate_gib": round(gib, 1), "status": "skipped: " + reason})
         else:
             kept.append(job)
     return kept, skipped
