@@ -16,7 +16,10 @@ Ansible:
           OUT/results.json (per-rank memory report, per-interval speed, nvidia-smi peak) and
           OUT/logs.tgz. Single-GPU jobs run side by side, one per GPU: for the job on GPU k > 0
           the launcher's `--num_gpus 1` becomes `--include localhost:k` (DeepSpeed's launcher
-          otherwise pins every local job to GPU 0); nothing else in train.sh changes.
+          otherwise pins every local job to GPU 0); nothing else in train.sh changes. A row whose
+          memory estimate is above the card's memory is skipped with the reason (it would reach
+          its out-of-memory error only after the start-up); a failed row reports the exception it
+          ended on, the last of a chained traceback, not the first error line.
   report  (anywhere): reads results.json files, computes the memory estimate of
           plugins/module_utils/_job/memory.py for each row, prints a table and writes a JSON data
           file for calibrating the planner.
@@ -25,6 +28,7 @@ Ansible:
     python3 bench/gpu/mds_grid.py render --dest SRC [--only a,b]
     python3 bench/gpu/mds_grid.py run --jobs SRC/jobs --data SRC/data --out $OUT --budget-s 480
     python3 bench/gpu/mds_grid.py report results.json [more.json ...] --json bench/gpu/h200_grid.json
+    python3 bench/gpu/mds_grid.py predict --gpu H100 --only a,b [--results results.json ...]
 
 Peak memory is Megatron's own report (megatron/utils.py report_memory: torch.cuda
 max_memory_allocated / max_memory_reserved, printed by every data-parallel rank 0 after the first
@@ -43,7 +47,7 @@ import subprocess
 import sys
 import tarfile
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
@@ -318,6 +322,24 @@ def parse_oom(lines: List[str]) -> Optional[Dict[str, float]]:
     return None
 
 
+# An exception's own line in a traceback, with torchrun's rank prefix: "[rank0]: torch.OutOfMemoryError: ...".
+EXCEPTION_RE = re.compile(r"^(?:\[rank\d+\]:\s*)?((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)): (.*)$")
+
+
+def last_exception(text: str) -> Optional[str]:
+    """The exception a log ended on: the last exception line of its traceback, which in a chained one
+    ("During handling of the above exception, another exception occurred") is the one raised, not the
+    one caught first. Megatron-DeepSpeed 4efb479d's ParallelTransformerLayer.forward catches a
+    TypeError from its cpu_offloading keyword and calls the attention again (transformer.py:1334-1348):
+    an out-of-memory error in that call follows the caught TypeError in the log."""
+    found = None
+    for line in text.splitlines():
+        m = EXCEPTION_RE.match(line.strip())
+        if m:
+            found = "%s: %s" % (m.group(1), m.group(2).strip())
+    return found[:300] if found else None
+
+
 def parse_log(text: str) -> Dict[str, Any]:
     """Megatron-DeepSpeed's own figures from one job's train.log."""
     memory = {}
@@ -338,9 +360,12 @@ def parse_log(text: str) -> Dict[str, Any]:
     vocab = VOCAB_RE.search(text)
     errors = [line.strip()[:300] for line in text.splitlines() if ERROR_RE.search(line)
               and "UserWarning" not in line and "FutureWarning" not in line][:8]
+    # The out-of-memory message and the last exception from the whole log: the first error lines kept
+    # above can be those of an exception that was caught and led to another.
     return {"memory": {str(k): v for k, v in sorted(memory.items())}, "intervals": intervals,
             "params_per_model_parallel_rank": params,
-            "padded_vocab_size": int(vocab.group(3)) if vocab else None, "errors": errors}
+            "padded_vocab_size": int(vocab.group(3)) if vocab else None, "errors": errors,
+            "oom": parse_oom(text.splitlines()), "exception": last_exception(text)}
 
 
 # ------------------------------------------------------------------------------------ run
@@ -362,6 +387,45 @@ def smi_used() -> Dict[int, int]:
         if len(parts) == 2 and parts[0].isdigit():
             used[int(parts[0])] = int(parts[1])
     return used
+
+
+def card_memory_mib() -> Optional[int]:
+    """The smallest GPU's memory as nvidia-smi reports it (MiB); None without nvidia-smi."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
+                             stdout=subprocess.PIPE, universal_newlines=True, check=False).stdout
+    except OSError:
+        return None
+    sizes = [int(line.strip()) for line in out.splitlines() if line.strip().isdigit()]
+    return min(sizes) if sizes else None
+
+
+def over_card(jobs: List[Dict[str, Any]], card_mib: Optional[int], deepspeed_version: str,
+              padded_vocab_size: int) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
+    """The jobs to start, and a skipped row for each whose memory estimate (the job validation's,
+    with the corpus's vocabulary) is above the card's memory: such a row reached its out-of-memory
+    error only after about 60 s of start-up. The estimate was within -7% to +8% of max reserved on
+    the H200 grid, so a row is skipped only above the whole card, not above the 90% the planner keeps.
+    Without a card size or an estimate every job starts (a row is never lost to this check)."""
+    if not card_mib:
+        return list(jobs), []
+    try:
+        jobspec = load_jobspec()
+    except Exception as exc:  # noqa: BLE001 - the GPU host's Python may lack what the estimate imports
+        print("no row skipped for memory: the estimate is unavailable here (%s: %s)" % (type(exc).__name__, exc), flush=True)
+        return list(jobs), []
+    kept, skipped = [], []
+    for job in jobs:
+        est = estimate(jobspec, {"config": job["config"], "vars": job["vars"], "padded_vocab_size": padded_vocab_size},
+                       deepspeed_version)
+        gib = est["total"] / 1024.0 ** 3
+        if est["total"] > card_mib * 1024.0 ** 2:
+            reason = "estimated %.1f GiB per GPU, above the card's %.1f GiB (pass --no-skip-over-card to start it anyway)" % (
+                gib, card_mib / 1024.0)
+            skipped.append({"name": job["config"]["name"], "estimate_gib": round(gib, 1), "status": "skipped: " + reason})
+        else:
+            kept.append(job)
+    return kept, skipped
 
 
 def batches(jobs: List[Dict[str, Any]], ngpu: int) -> List[List[Dict[str, Any]]]:
@@ -409,6 +473,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     env = dict(os.environ, NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1", NVSHMEM_DISABLE_NVLS="1",
                PYTHONUNBUFFERED="1")
     results = []
+    if args.skip_over_card:
+        jobs, skipped = over_card(jobs, card_memory_mib(), args.deepspeed_version, args.padded_vocab_size)
+        for row in skipped:
+            print("skip %s: %s" % (row["name"], row["status"][len("skipped: "):]), flush=True)
+        results += skipped
     start = time.time()
     results_path = os.path.join(args.out, "results.json")
     for batch in batches(jobs, max(ngpu, 1)):
@@ -475,6 +544,11 @@ def cmd_run(args: argparse.Namespace) -> int:
                 "/".join("%.0f" % m["max_allocated_mib"] for m in mem) or "-",
                 "/".join("%.0f" % m["max_reserved_mib"] for m in mem) or "-",
                 last.get("tflops_per_gpu", "-"), last.get("tokens_per_gpu_per_s", "-")), flush=True)
+            if r["status"] != "ok" and (parsed["oom"] or parsed["exception"]):
+                oom = parsed["oom"]
+                print("    raised: %s" % ("out of memory: %.1f GiB allocated, %.1f GiB in the process, asked %.1f GiB more"
+                                          % (oom["allocated_gib"], oom["process_gib"], oom["tried_gib"]) if oom
+                                          else parsed["exception"]), flush=True)
             for line in parsed["errors"][:3]:
                 print("    " + line, flush=True)
         # The next batch starts on emptied GPUs.
@@ -552,7 +626,7 @@ def summarize(row: Dict[str, Any], jobspec, deepspeed_version: str) -> Dict[str,
     mem = list(row.get("memory", {}).values())
     last = row["intervals"][-1] if row.get("intervals") else None
     status = row["status"]
-    oom = parse_oom(row.get("errors", []))
+    oom = row["oom"] if "oom" in row else parse_oom(row.get("errors", []))
     last_iteration = row["intervals"][-1]["iteration"] if row.get("intervals") else 0
     if oom:
         status = "OOM: %.1f GiB allocated, %.1f GiB in the process, asked %.1f GiB more" % (
@@ -560,6 +634,8 @@ def summarize(row: Dict[str, Any], jobspec, deepspeed_version: str) -> Dict[str,
     elif status != "ok" and row.get("memory") and last_iteration:
         status = "stopped after iteration %d of %d (%s): memory valid, no speed figure" % (
             last_iteration, row["vars"]["megatron_job_train_iters"], status.split(": ", 1)[-1])
+    elif status != "ok" and row.get("exception"):
+        status += ": " + row["exception"]
     elif status != "ok":
         raised = [e for e in row.get("errors", []) if re.search(r"\w+Error: ", e)]
         if raised:
@@ -655,6 +731,81 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+# ----------------------------------------------------------------------------------- predict
+
+def load_planner():
+    sys.path.insert(0, os.path.join(REPO, ".collections"))
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import plan as _job_plan
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import spec as _job_spec
+    return _job_plan, _job_spec
+
+
+def planner_spec(c: Dict[str, Any], normalize) -> Dict[str, Any]:
+    """The job spec of a configuration as plan.yml would read it from the role variables (the
+    stack profile as megatron_job_stack_profile; the earlier llama rows, run with the preset's
+    switches, as the preset)."""
+    variables = role_vars(c, "/tmp/mdsgrid", 29500)
+    variables["megatron_job_stack_profile"] = variables.pop("megatron_stack_profile")
+    if c["model"] in ("llama", "llama-preset"):
+        variables["megatron_job_extra_args"] = []
+        variables["megatron_job_model_preset"] = "llama"
+    return normalize(variables)
+
+
+def prediction(c: Dict[str, Any], gpu: str, deepspeed_version: str, padded_vocab_size: int) -> Dict[str, Any]:
+    """The planner's ranking of the configuration's job on its GPUs (what plan.yml prints for
+    it): the configuration's rank among the layouts it offers and that layout's predicted step
+    time, tokens/s per GPU, MFU and memory; rank None and the reason when it is not ranked."""
+    _job_plan, _job_spec = load_planner()
+    spec = planner_spec(c, _job_spec.normalize)
+    result = _job_plan.plan(spec, 1, c["gpus"], gpu=gpu, deepspeed_version=deepspeed_version,
+                            padded_vocab_size=padded_vocab_size)
+    want = (c["tp"], c["pp"], c["zero"], c["micro"], c["recompute"])
+    out: Dict[str, Any] = {"name": c["name"], "gpu": gpu, "rank": None, "first": None}
+    for rank, row in enumerate(result["layouts"], 1):
+        if rank == 1:
+            out["first"] = _job_plan.describe(row)
+        if (row["tp"], row["pp"], row["zero"], row["micro"], row["recompute"]) == want:
+            out.update(rank=rank, layout=_job_plan.describe(row), step_s=row["step_s"],
+                       tokens_per_gpu_per_s=row["tokens_per_s"] / c["gpus"], mfu=row["mfu"],
+                       memory_gib=row["memory_gib"], fits=row["fits"])
+            break
+    else:
+        out["why"] = "not among the %d layouts the planner ranks (rejected: %s)" % (
+            len(result["layouts"]), ", ".join("%s %d" % kv for kv in sorted(result["rejected"].items())) or "none")
+    return out
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    measured: Dict[str, List[Dict[str, Any]]] = {}
+    for path in args.results or []:
+        for row in json.load(open(path)):
+            if row.get("intervals"):
+                last = row["intervals"][-1]
+                mem = list(row.get("memory", {}).values())
+                measured.setdefault(row["name"], []).append({
+                    "tokens": last["tokens_per_gpu_per_s"], "mfu": last["tflops_per_gpu"] / H200_DENSE_BF16_TFLOPS,
+                    "gib": max(m["max_reserved_mib"] for m in mem) / 1024.0 if mem else None})
+    print("| row | planner rank | layout | predicted step s | predicted tokens/s | predicted MFU | predicted GiB |"
+          " measured tokens/s | measured MFU | measured GiB | prediction error |")
+    print("|" + "---|" * 11)
+    for c in select(args.only):
+        p = prediction(c, args.gpu, args.deepspeed_version, args.padded_vocab_size)
+        if p["rank"] is None:
+            print("| %s | - | %s |" % (c["name"], p["why"]))
+            continue
+        runs = measured.get(c["name"]) or [{}]
+        for run in runs:
+            error = p["tokens_per_gpu_per_s"] / run["tokens"] - 1.0 if run.get("tokens") else None
+            print("| %s | %s%s | %s | %.3f | %s | %.1f%% | %.1f | %s | %s | %s | %s |" % (
+                c["name"], p["rank"], "" if p["fits"] else " (above 90%)", p["layout"], p["step_s"],
+                "{:,.0f}".format(p["tokens_per_gpu_per_s"]), 100 * p["mfu"], p["memory_gib"],
+                "{:,.0f}".format(run["tokens"]) if run.get("tokens") else "-",
+                "%.1f%%" % (100 * run["mfu"]) if run.get("mfu") else "-", fmt(run.get("gib")),
+                "%+.1f%%" % (100 * error) if error is not None else "-"))
+    return 0
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     for c in GRID:
         print("%-20s %s" % (c["name"], describe(c)))
@@ -680,6 +831,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--only", help="comma-separated configuration names, in run order")
     p.add_argument("--budget-s", type=int, default=10 ** 9, help="start no batch after this many seconds")
     p.add_argument("--job-timeout-s", type=int, default=240)
+    p.add_argument("--no-skip-over-card", dest="skip_over_card", action="store_false",
+                   help="start rows whose memory estimate is above the card's memory too")
+    p.add_argument("--deepspeed-version", default="0.19.6", help="for the memory estimate")
+    p.add_argument("--padded-vocab-size", type=int, default=8192, help="for the memory estimate (bench/make_corpus.py's)")
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("report")
     p.add_argument("results", nargs="+", help="results.json files; a later file's row replaces an earlier one")
@@ -687,6 +842,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--meta", help="a JSON file of host facts to embed")
     p.add_argument("--deepspeed-version", default="0.19.6")
     p.set_defaults(func=cmd_report)
+    p = sub.add_parser("predict", help="the planner's rank and prediction for each row, beside what results.json measured")
+    p.add_argument("--only", help="comma-separated configuration names")
+    p.add_argument("--gpu", default="H200", help="the planner's GPU (H200, H100, A100-80GB, A100-40GB)")
+    p.add_argument("--results", nargs="*", help="results.json files whose rows are printed beside the prediction")
+    p.add_argument("--deepspeed-version", default="0.19.6")
+    p.add_argument("--padded-vocab-size", type=int, default=8192, help="bench/make_corpus.py's vocabulary, padded")
+    p.set_defaults(func=cmd_predict)
     args = parser.parse_args(argv)
     return args.func(args)
 

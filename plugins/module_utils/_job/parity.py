@@ -30,6 +30,9 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 AGREES = "agrees"
 DIFFERS = "differs"
 RULE = "rule"
+# A CPU verdict that was never made: the departure cannot run there (the fused ops are compiled for
+# the GPU), so only its GPU row can admit it.
+NOT_MEASURED = "not measured"
 
 PARITY: Dict[str, Dict[str, Any]] = {
     "tensor_parallel": {
@@ -96,11 +99,24 @@ PARITY: Dict[str, Dict[str, Any]] = {
             "where": "one H200 and 2 x H200, bench/gpu/h200_grid.json",
         },
     },
+    "fused_ops": {
+        "verdict": NOT_MEASURED,
+        "evidence": "not run on CPU: megatron_ds_fused_ops replaces CUDA paths (bias-GeLU, rotary, SwiGLU)",
+        "gpu": {
+            "verdict": AGREES,
+            "evidence": "bf16, lm loss at iteration 8 with and without megatron_job_fused_ops, the renderer's files: "
+                        "1.23B GPT ZeRO-1 7.9116 / 7.9119 and ZeRO-2 7.9119 / 7.9119, llama preset ZeRO-1 7.8268 and "
+                        "7.8250 / 7.8253 and 7.8286 (two runs each: the unfused pair differs by 0.0032) and ZeRO-2 7.8251 / "
+                        "7.8257 (one H100, h1-*); GPT recompute 7.941456 / 7.943276, llama recompute 7.825867 / "
+                        "7.825577 (one H200, call9-*). 8 iterations, as the ZeRO-2 and recompute verdicts",
+            "where": "one H100 (bench/gpu/h100_picks) and one H200 (bench/gpu/h200_fused)",
+        },
+    },
 }
 
 
 def departures(layout: Mapping[str, Any]) -> List[str]:
-    """How ``layout`` ({tp, pp, zero, recompute}) departs from data parallel with ZeRO-1."""
+    """How ``layout`` ({tp, pp, zero, recompute, fused_ops}) departs from data parallel with ZeRO-1."""
     out = []
     if int(layout.get("tp") or 1) > 1:
         out.append("tensor_parallel")
@@ -111,6 +127,10 @@ def departures(layout: Mapping[str, Any]) -> List[str]:
         out.append("zero_%d" % zero)
     if layout.get("recompute"):
         out.append("recompute")
+    # The job's compiled elementwise kernels are not the planner's choice but change the arithmetic
+    # of every layout it ranks: they need a verdict like any other departure.
+    if layout.get("fused_ops"):
+        out.append("fused_ops")
     return out
 
 
@@ -126,7 +146,7 @@ def verdict(row: Mapping[str, Any]) -> Tuple[str, str]:
 # decides, and without one they are not ranked. TP and PP cannot be compared that way by design (each
 # TP shard and, on a GPU, each pipeline stage draws its weights from its own random stream): their
 # CPU parity, three seeds within the reference's spread, decides, and a GPU run is an observation.
-GPU_DECIDES = frozenset({"zero_0", "zero_2", "zero_3", "recompute"})
+GPU_DECIDES = frozenset({"zero_0", "zero_2", "zero_3", "recompute", "fused_ops"})
 
 
 def unproven(layout: Mapping[str, Any], table: Optional[Mapping[str, Mapping[str, Any]]] = None) -> Optional[str]:

@@ -66,8 +66,11 @@ GPUS: Dict[str, Dict[str, float]] = {
 # How far the time model has been off on measured runs of each GPU: predicted throughput over
 # measured, less one (positive: optimistic), printed with every plan as its uncertainty. A100:
 # the 16 published runs of bench/published/megatron_runs.json (fitted and held out alike); H200:
-# our grid and side-by-side runs, step time -10% to +8% (docs/planning.md, "Measured error").
+# our grid and side-by-side runs, step time -10% to +8% (docs/planning.md, "Measured error"); H100:
+# the planner's first choice and runner-up for the GPT and the llama preset, fused and not, ten runs
+# (bench/gpu/h100_picks, `mds_grid.py predict --gpu H100`): pessimistic by 3.1% to 5.9%.
 MODEL_ERROR: Dict[str, Tuple[float, float, str]] = {
+    "H100": (-0.059, -0.031, "our H100 runs"),
     "A100-80GB": (-0.121, 0.065, "16 published A100 runs"),
     "A100-40GB": (-0.121, 0.065, "16 published A100-80GB runs"),
     "H200": (-0.08, 0.10, "our H200 runs"),
@@ -141,7 +144,12 @@ FUSED_OPS_FACTOR = {"gpt": 0.968, "llama": 0.838}
 # ZeRO-3 against ZeRO-1 at DP 2, micro 16, two H200s (g2-dp2-z3-m16 against g2-dp2-z1-m16):
 # 6.1% more time per iteration, which the gathers alone (priced in the DP part) do not explain.
 ZERO3_HOOK_FRACTION = 0.061
-# ZeRO-2 against ZeRO-1 (DeepSpeed 0.19.6, deepspeed/runtime/zero/stage_1_and_2.py): ZeRO-2 reduces
+# ZeRO-2 against ZeRO-1 (DeepSpeed 0.19.6, deepspeed/runtime/zero/stage_1_and_2.py). At DP 1 neither
+# shards anything: each flat 16-bit group is cut into as many partitions as the data-parallel group has
+# ranks (:472, get_data_parallel_partitions :1979-1984: `dp = dist.get_world_size(...)`, `base_size =
+# total_num_elements // dp`), one partition holding all of it at DP 1, so the fp32 copy, Adam's moments
+# and the gradients are whole on the rank under either stage and the memory estimate is the same. What
+# still differs is when the gradients are reduced. ZeRO-2 reduces
 # the gradients after every micro batch, ZeRO-1 only after the last one of the step
 # (reduce_ready_partitions_and_remove_grads, :1777-1779: `partition_gradients or
 # is_gradient_accumulation_boundary()`). Each reduction, also at DP 1, copies every 16-bit gradient
@@ -345,6 +353,38 @@ def enumerate_layouts(spec: Mapping[str, Any], nodes: int, gpus_per_node: int,
                         yield {"tp": tp, "pp": pp, "dp": dp, "micro": micro, "zero": zero, "recompute": recompute}
 
 
+# At equal predicted speed ZeRO-3 last, then the least memory: the model prices no ZeRO-3 parameter
+# gathers at DP 1, and ZeRO-3 measured 7% slower than ZeRO-1 on two H200s (docs/benchmarks.md,
+# g2-dp2-z3-m16 against g2-dp2-z1-m16). What is still equal goes by the layout itself, never by the
+# order the candidates came in: the lower ZeRO stage first, then TP, PP, micro batch, no recompute.
+# ZeRO-1 and ZeRO-2 tie only at DP 1 with one micro batch a step: both then reduce after every micro
+# batch (the condition of stage_1_and_2.py:1778 holds for both) and shard nothing, so they run the
+# same work, and the rule takes ZeRO-1, the reference every parity verdict is measured against (with
+# accumulation the model prices ZeRO-2 behind, as one H100 measured it: 1.3-1.4% slower in all four
+# pairs, docs/benchmarks.md). The plan's table states the rule under the rows that tie (tied()).
+TIE_RULE = "ZeRO-3 last, less memory, lower ZeRO stage, TP, PP, micro batch, no recompute first"
+
+
+def rank_key(row: Mapping[str, Any]) -> Tuple[Any, ...]:
+    """The planner's order: fitting layouts first, then by predicted tokens/s, then TIE_RULE."""
+    return (not row["fits"], -row["tokens_per_s"], row["zero"] == 3, row["memory_gib"],
+            row["zero"], row["tp"], row["pp"], row["micro"], row["recompute"])
+
+
+def tied(layouts: Sequence[Mapping[str, Any]]) -> List[List[int]]:
+    """Runs of consecutive ranks (from 1) whose predicted tokens/s are equal and that fit alike:
+    their order comes from TIE_RULE, not from the model."""
+    runs: List[List[int]] = []
+    for index in range(1, len(layouts)):
+        before, row = layouts[index - 1], layouts[index]
+        if before["fits"] == row["fits"] and math.isclose(before["tokens_per_s"], row["tokens_per_s"], rel_tol=1e-12):
+            if runs and runs[-1][-1] == index:
+                runs[-1].append(index + 1)
+            else:
+                runs.append([index, index + 1])
+    return runs
+
+
 def plan(spec: Mapping[str, Any], nodes: int, gpus_per_node: int, gpu_memory_mib: Optional[int] = None,
          gpu: Optional[str] = None, rates: Optional[Mapping[str, Any]] = None,
          keep: Optional[Mapping[str, Any]] = None, deepspeed_version: Optional[str] = None,
@@ -387,10 +427,11 @@ def plan(spec: Mapping[str, Any], nodes: int, gpus_per_node: int, gpu_memory_mib
             rejected[str(exc)] = rejected.get(str(exc), 0) + 1
             continue
         # A layout must train the same mathematics as the others (_job.parity): each way it departs
-        # from DP with ZeRO-1 agrees, on a GPU where a GPU can compare it (ZeRO-0/2/3, recompute),
-        # on CPU for TP and PP. Measured to differ (ZeRO-0 in bf16, ZeRO-3 even at weight decay 0)
-        # leaves it out, with the reason; a job that asks for either still gets the rule's warning.
-        why = _job_parity.unproven(layout)
+        # from DP with ZeRO-1 agrees, on a GPU where a GPU can compare it (ZeRO-0/2/3, recompute, and
+        # the job's fused ops, which every layout of it runs), on CPU for TP and PP. Measured to differ
+        # (ZeRO-0 in bf16, ZeRO-3 even at weight decay 0) leaves it out, with the reason; a job that
+        # asks for either still gets the rule's warning.
+        why = _job_parity.unproven(dict(layout, fused_ops=job["fused_ops"]))
         if why:
             rejected[why] = rejected.get(why, 0) + 1
             continue
@@ -428,13 +469,7 @@ def plan(spec: Mapping[str, Any], nodes: int, gpus_per_node: int, gpu_memory_mib
             fits=fraction <= MEMORY_MARGIN, step_s=parts["total"], tokens_per_s=tokens,
             mfu=model_flops / (hw["peak_tflops"] * 1e12), parts=parts, spec=job,
         ))
-    # At equal predicted speed ZeRO-3 last, then the least memory: the model prices no ZeRO-3
-    # parameter gathers at DP 1, and ZeRO-3 measured 7% slower than ZeRO-1 on two H200s
-    # (docs/benchmarks.md, g2-dp2-z3-m16 against g2-dp2-z1-m16). What is still equal goes by the
-    # layout itself (the lower ZeRO stage, TP, PP, micro batch, no recompute first), never by the
-    # order the candidates came in.
-    layouts.sort(key=lambda row: (not row["fits"], -row["tokens_per_s"], row["zero"] == 3, row["memory_gib"],
-                                  row["zero"], row["tp"], row["pp"], row["micro"], row["recompute"]))
+    layouts.sort(key=rank_key)
     refused_by = [dict(findings_of[check], layouts=count) for check, count in sorted(refusing.items())
                   if count == judged]
     return {"layouts": layouts, "rejected": rejected, "hardware": hw, "judged": judged, "refused_by": refused_by}
@@ -541,14 +576,23 @@ def table(result: Mapping[str, Any], limit: int = 20) -> List[str]:
             "/".join("%.2f" % v for v in [parts[k] for k in ("matmul", "attention", "elementwise")]
                      + [parts["tp"] + parts["p2p"]] + [parts[k] for k in ("dp", "bubble")] + [parts["launch"] + parts["step"]])))
     lines = [line[:160] for line in lines]
-    summary = "%d valid layouts (! = above %d%% of %.1f GiB); rejected by the job rules: %s" % (
+    runs = [run for run in tied(result["layouts"][:limit]) if len(run) > 1]
+    if runs:
+        lines += _wrapped("equal predictions, ordered by the tie rule (%s): ranks %s" % (
+            TIE_RULE, ", ".join("=".join(str(rank) for rank in run) for run in runs)))
+    lines += _wrapped("%d valid layouts (! = above %d%% of %.1f GiB); rejected by the job rules: %s" % (
         len(result["layouts"]), int(100 * MEMORY_MARGIN), hw["memory_mib"] / 1024.0,
-        ", ".join("%s %d" % (k, v) for k, v in sorted(result["rejected"].items(), key=lambda kv: -kv[1])) or "none")
-    # The summary wraps at a comma rather than losing the last reasons.
-    while len(summary) > 160:
-        cut = summary.rfind(", ", 0, 160)
-        cut = cut + 1 if cut > 0 else 160
-        lines.append(summary[:cut])
-        summary = "  " + summary[cut:].lstrip()
-    lines.append(summary)
+        ", ".join("%s %d" % (k, v) for k, v in sorted(result["rejected"].items(), key=lambda kv: -kv[1])) or "none"))
+    return lines
+
+
+def _wrapped(text: str, width: int = 160) -> List[str]:
+    """``text`` in lines of at most ``width`` columns, cut after a comma rather than losing its end."""
+    lines = []
+    while len(text) > width:
+        cut = text.rfind(", ", 0, width)
+        cut = cut + 1 if cut > 0 else width
+        lines.append(text[:cut])
+        text = "  " + text[cut:].lstrip()
+    lines.append(text)
     return lines

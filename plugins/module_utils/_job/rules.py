@@ -43,7 +43,7 @@ from .schema import PREFIX
 from .script import expected_value
 from .upstream_asserts import refusals as upstream_refusals
 from .spec import MDS_GLOBAL_BATCH_MSG, MDS_WORLD_MSG, derive, int_or_none
-from .._mds.args import LAUNCHERS, ArgValueError, args_for, classify, coerce, split_args
+from .._mds.args import HEAD, LAUNCHERS, ArgValueError, args_for, classify, coerce, split_args
 from .._stack import gpu_arch as _gpu_arch
 from .._stack import profiles as _stack_profiles
 
@@ -237,17 +237,20 @@ def _check_grouped_query_attention(job: JobInput, facts: Facts, add: Add) -> Non
     ParallelAttention.forward splits the fused QKV output into equal thirds
     (each_hidden_size = mixed_x_layer.shape[-1] // 3) unless DeepSpeed sequence parallelism is
     on, which is right only without grouping (measured on H200: 16 heads with 4 KV heads reached
-    flash attention as 8 query and 32 key/value heads, docs/benchmarks.md)."""
+    flash attention as 8 query and 32 key/value heads, docs/benchmarks.md). The finding names the
+    head era, since a plan refused by it says so in its first line; the before_rebase era (9446eaac)
+    has no --num-key-value-heads at all, which the check that the flag exists already fails."""
     kv_heads, heads = job.spec.get("num_key_value_heads"), job.spec.get("num_attention_heads")
-    if kv_heads is None or heads is None or kv_heads == heads:
+    if kv_heads is None or heads is None or kv_heads == heads or job.era != HEAD:
         return
     if heads % kv_heads:
         add(finding("num_attention_heads % num_key_value_heads == 0", "fail", "model",
                     "%d heads, %d key/value heads" % (heads, kv_heads), "a divisor of %d" % heads,
                     "set megatron_job_num_key_value_heads to a divisor of the heads (Megatron asserts it)"))
         return
-    add(finding("grouped-query attention", "fail", "model", "%d key/value heads for %d heads" % (kv_heads, heads),
-                "num_key_value_heads null or %d on Megatron-DeepSpeed 4efb479d" % heads,
+    add(finding("grouped-query attention", "fail", "model",
+                "%d key/value heads for %d heads on the head era (Megatron-DeepSpeed 4efb479d)" % (kv_heads, heads),
+                "num_key_value_heads null or %d" % heads,
                 "set megatron_job_num_key_value_heads: null: that checkout's ParallelAttention.forward splits the "
                 "fused QKV output into equal thirds, so grouped-query attention feeds wrong shapes to attention"))
 

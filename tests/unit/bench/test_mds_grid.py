@@ -192,3 +192,65 @@ def test_recorded_grid_matches_its_raw_results(tmp_path, capsys):
     # At least eight configurations measured to the end, as issue 18 asks.
     assert sum(1 for r in again.values() if r["status"] == "ok") >= 8
     assert "| g1-m16 |" in capsys.readouterr().out
+
+
+# A chained traceback as 4efb479d's ParallelTransformerLayer.forward leaves it when the attention runs
+# out of memory: the TypeError of the cpu_offloading keyword is caught, the second call raises.
+CHAINED = "\n".join(
+    ["[rank0]: Traceback (most recent call last):"]
+    + ['[rank0]:   File "megatron/model/transformer.py", line %d, in forward' % n for n in range(1335, 1341)]
+    + ["[rank0]: TypeError: ParallelAttention.forward() got an unexpected keyword argument 'cpu_offloading'",
+       "[rank0]: ", "[rank0]: During handling of the above exception, another exception occurred:", "[rank0]: ",
+       "[rank0]: Traceback (most recent call last):",
+       '[rank0]:   File "megatron/model/transformer.py", line 1343, in forward', OOM_LINE])
+
+
+@pytest.mark.parametrize("text, expected", [
+    (CHAINED, OOM_LINE[len("[rank0]: "):][:300]),
+    ("[rank0]: Traceback (most recent call last):\n[rank0]: ValueError: Invalid activation recompute method.",
+     "ValueError: Invalid activation recompute method."),
+    ("Traceback (most recent call last):\nRuntimeError: NCCL error\nKeyboardInterrupt", "RuntimeError: NCCL error"),
+    ("deepspeed.runtime.zero.utils.ZeRORuntimeException: bad config", "deepspeed.runtime.zero.utils.ZeRORuntimeException: bad config"),
+    ("WARNING: CUDA Error: nothing raised here\n" + ITER_LINE, None),
+    ("", None),
+])
+def test_last_exception_is_the_one_raised(text, expected):
+    assert grid.last_exception(text) == expected
+
+
+def test_parse_log_finds_the_oom_behind_a_caught_exception():
+    """The first error lines (the three `run` prints) are the caught TypeError's; the out-of-memory
+    error comes after them."""
+    parsed = grid.parse_log(CHAINED)
+    assert not any("out of memory" in line for line in parsed["errors"][:3])
+    assert parsed["oom"] == {"tried_gib": 2.0, "process_gib": 139.13, "allocated_gib": 129.69}
+    assert parsed["exception"].startswith("torch.OutOfMemoryError: CUDA out of memory")
+    row = dict(_row(status="failed: exit 1 before iteration 8", intervals=[], memory={}), **parsed)
+    assert grid.summarize(row, grid.load_jobspec(), "0.19.6")["status"] == \
+        "OOM: 129.7 GiB allocated, 139.1 GiB in the process, asked 2.0 GiB more"
+    traced = dict(_row(status="failed: exit 1 before iteration 8", intervals=[], memory={}),
+                  **grid.parse_log(CHAINED.replace(OOM_LINE, "[rank0]: RuntimeError: shapes do not match")))
+    assert grid.summarize(traced, grid.load_jobspec(), "0.19.6")["status"] == \
+        "failed: exit 1 before iteration 8: RuntimeError: shapes do not match"
+
+
+def _meta(name, micro, **kw):
+    c = grid.cfg(name, 1, micro, **kw)
+    return {"config": c, "vars": grid.role_vars(c, "/r", 29500)}
+
+
+@pytest.mark.parametrize("card_mib, micro, skipped", [
+    (81559, 8, False),      # the H100 picks: estimated 52.8 GiB
+    (81559, 16, False),     # 78.8 GiB: above the planner's 90% but within the card, so it starts
+    (81559, 32, True),      # about 130 GiB on an 80 GiB card
+    (143771, 32, False),    # the same row on an H200
+    (None, 32, False),      # no card size: every row starts
+])
+def test_rows_estimated_above_the_card_are_skipped_with_the_reason(card_mib, micro, skipped):
+    job = _meta("g1-x", micro)
+    kept, rows = grid.over_card([job], card_mib, "0.19.6", 8192)
+    assert (kept, bool(rows)) == (([], True) if skipped else ([job], False))
+    if skipped:
+        assert rows[0]["name"] == "g1-x" and rows[0]["estimate_gib"] > card_mib / 1024.0
+        assert rows[0]["status"].startswith("skipped: estimated %.1f GiB per GPU, above the card's %.1f GiB"
+                                            % (rows[0]["estimate_gib"], card_mib / 1024.0))

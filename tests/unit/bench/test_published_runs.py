@@ -54,4 +54,4 @@ def test_the_plans_stated_uncertainty_is_the_published_rows_error():
     assert (low, high) == (pytest.approx(min(errors), abs=0.0015), pytest.approx(max(errors), abs=0.0015))
     assert str(len(ROWS)) in what
     assert plan.uncertainty("A100-80GB") == "the model's throughput was -12.1% to +6.5% of 16 published A100 runs"
-    assert "never checked" in plan.uncertainty("H100")
+    assert "never checked" in plan.uncertainty("B200")

@@ -96,6 +96,9 @@ def test_check_mode_writes_nothing(tmp_path):
     # grouped-query attention on the head era: the rule and its fix on the first line, not the memory
     ({"gpus_per_node": 1}, dict(SMALL, model_preset="llama", num_key_value_heads=4),
      "no layout of 1 node(s) x 1 GPUs passes the job rules: 'grouped-query attention' refused all",
+     "found 4 key/value heads for 16 heads on the head era (Megatron-DeepSpeed 4efb479d)"),
+    ({"gpus_per_node": 1}, dict(SMALL, model_preset="llama", num_key_value_heads=4),
+     "no layout of 1 node(s) x 1 GPUs passes the job rules: 'grouped-query attention' refused all",
      "set megatron_job_num_key_value_heads: null"),
 ])
 def test_nothing_fits_fails_with_the_reason_first_and_the_table(args, spec, first, fix):

@@ -16,6 +16,9 @@ from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import ru
     ({"tp": 2, "pp": 4, "zero": 1, "recompute": True}, ["tensor_parallel", "pipeline_parallel", "recompute"]),
     ({"tp": 1, "pp": 1, "zero": 0, "recompute": False}, ["zero_0"]),
     ({"tp": 1, "pp": 1, "zero": 3, "recompute": False}, ["zero_3"]),
+    ({"zero": 1, "fused_ops": True}, ["fused_ops"]),
+    ({"zero": 2, "recompute": True, "fused_ops": True}, ["zero_2", "recompute", "fused_ops"]),
+    ({"zero": 1, "fused_ops": False}, []),
     ({}, []),
 ])
 def test_departures(layout, expected):
@@ -40,6 +43,12 @@ TABLE = {"tensor_parallel": {"verdict": _parity.AGREES, "gpu": GPU_AGREES},
     ({"recompute": True}, {"recompute": {"verdict": _parity.AGREES}}, "GPU loss parity with ZeRO-1 not measured (recompute)"),
     ({"zero": 3}, TABLE, "loss differs from ZeRO-1 on a GPU (zero 3)"),
     ({"zero": 2}, TABLE, "loss parity with ZeRO-1 not measured (zero 2)"),
+    ({"fused_ops": True}, TABLE, "loss parity with ZeRO-1 not measured (fused ops)"),
+    ({"fused_ops": True}, {"fused_ops": {"verdict": _parity.NOT_MEASURED}},
+     "GPU loss parity with ZeRO-1 not measured (fused ops)"),
+    ({"fused_ops": True}, {"fused_ops": {"verdict": _parity.NOT_MEASURED, "gpu": GPU_DIFFERS}},
+     "loss differs from ZeRO-1 on a GPU (fused ops)"),
+    ({"fused_ops": True}, {"fused_ops": {"verdict": _parity.NOT_MEASURED, "gpu": GPU_AGREES}}, None),
     # the repository's table: what a GPU measured
     ({"tp": 1, "pp": 1, "zero": 1}, None, None),
     ({"zero": 2, "recompute": True}, None, None),
@@ -48,6 +57,8 @@ TABLE = {"tensor_parallel": {"verdict": _parity.AGREES, "gpu": GPU_AGREES},
     ({"pp": 2, "zero": 0}, None, "loss differs from ZeRO-1 on a GPU (zero 0)"),
     ({"zero": 0}, None, "loss differs from ZeRO-1 on a GPU (zero 0)"),
     ({"zero": 3}, None, "loss differs from ZeRO-1 on a GPU (zero 3)"),
+    ({"zero": 1, "fused_ops": True}, None, None),
+    ({"zero": 2, "recompute": True, "fused_ops": True}, None, None),
 ])
 def test_unproven(layout, table, why):
     assert _parity.unproven(layout, table) == why
@@ -59,6 +70,8 @@ def test_unproven(layout, table, why):
     ("zero_0", _parity.DIFFERS, ["+0.155 at iteration 5", "H100"]),
     ("zero_2", _parity.AGREES, ["7.943276", "H200"]),
     ("recompute", _parity.AGREES, ["7.943276", "H200"]),
+    # not run on CPU; the H100 picks and the H200 fused runs, within the unfused run-twice spread
+    ("fused_ops", _parity.AGREES, ["7.9116 / 7.9119", "0.0032", "7.941456 / 7.943276", "H100", "H200"]),
 ])
 def test_the_gpu_verdict_is_carried_with_its_figures_and_wins(name, verdict, figures):
     row = _parity.PARITY[name]
@@ -90,6 +103,6 @@ def test_every_rule_the_table_names_is_a_validation_check():
     assert sorted(row["rule"] for row in _parity.PARITY.values() if row["verdict"] == _parity.RULE) == \
         sorted([rf.ZERO0_PARITY_CHECK, rf.ZERO3_WEIGHT_DECAY_CHECK])
     for row in _parity.PARITY.values():
-        assert row["verdict"] in (_parity.AGREES, _parity.DIFFERS, _parity.RULE) and row["evidence"]
+        assert row["verdict"] in (_parity.AGREES, _parity.DIFFERS, _parity.RULE, _parity.NOT_MEASURED) and row["evidence"]
         if "gpu" in row:
             assert row["gpu"]["verdict"] in (_parity.AGREES, _parity.DIFFERS) and row["gpu"]["where"]

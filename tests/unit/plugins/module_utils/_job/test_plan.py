@@ -194,6 +194,30 @@ def test_planner_leaves_out_a_departure_with_no_measured_parity(monkeypatch):
     assert result["rejected"]["loss parity with ZeRO-1 not measured (pipeline parallel)"] > 0
 
 
+@pytest.mark.parametrize("fused, gpu_row, ranked, reason", [
+    (True, None, True, None),                                   # the repository's table: agrees on H100 and H200
+    (False, "drop", True, None),                                # not fused: its verdict is not asked
+    (True, "drop", False, "GPU loss parity with ZeRO-1 not measured (fused ops)"),
+    (True, _job_parity.DIFFERS, False, "loss differs from ZeRO-1 on a GPU (fused ops)"),
+])
+def test_planner_ranks_a_fused_ops_job_only_on_its_gpu_parity(fused, gpu_row, ranked, reason, monkeypatch):
+    """The job's fused ops are in every layout it ranks: without a GPU verdict of agreement none is."""
+    if gpu_row is not None:
+        row = {k: v for k, v in _job_parity.PARITY["fused_ops"].items() if k != "gpu"}
+        if gpu_row != "drop":
+            row["gpu"] = {"verdict": gpu_row, "evidence": "test", "where": "test"}
+        monkeypatch.setattr(_job_parity, "PARITY", dict(_job_parity.PARITY, fused_ops=row))
+    spec = dict(GPT_123B, model_preset="llama", global_batch_size=128, fused_ops=fused)
+    result = _job_plan.plan(spec, 1, 1, gpu="H200", padded_vocab_size=8192)
+    assert bool(result["layouts"]) is ranked
+    assert all(row["spec"]["fused_ops"] is fused for row in result["layouts"])
+    if reason:
+        assert result["rejected"][reason] > 0
+        assert reason in _job_plan.refusal(result, 1, 1) and reason in " ".join(_job_plan.table(result))
+    else:
+        assert _job_plan.refusal(result, 1, 1) is None
+
+
 def test_planner_keeps_the_rules_of_validation(monkeypatch):
     # 40 heads: TP 8 divides, TP 3 never offered; ZeRO 2/3 never with PP > 1
     _as_if_measured_on_a_gpu(monkeypatch)
@@ -262,13 +286,25 @@ def test_unknown_gpu_names_the_choices():
         _job_plan.hardware("V100")
 
 
-@pytest.mark.parametrize("kv_heads,status", [(None, None), (40, None), (8, "fail"), (7, "fail")])
-def test_grouped_query_attention_is_refused_at_the_pinned_checkout(kv_heads, status):
+@pytest.mark.parametrize("kv_heads, version, checks", [
+    (None, "0.19.6", []),
+    (40, "0.19.6", []),
+    (8, "0.19.6", [("grouped-query attention", "fail", "8 key/value heads for 40 heads on the head era")]),
+    (7, "0.19.6", [("num_attention_heads % num_key_value_heads == 0", "fail", "40 heads, 7 key/value heads")]),
+    # the before_rebase era (DeepSpeed 0.14, or the default cu117 profile) has no --num-key-value-heads: the
+    # flag's own check refuses it, and the GQA rule, which is about 4efb479d's attention, says nothing there
+    (8, "0.14.0", [("--num-key-value-heads available", "fail", "asks for --num-key-value-heads")]),
+    (8, None, [("--num-key-value-heads available", "fail", "asks for --num-key-value-heads")]),
+    (None, "0.14.0", []),
+])
+def test_grouped_query_attention_is_refused_on_the_head_era(kv_heads, version, checks):
     from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import rules as _job_rules
     spec = _job_spec.normalize({"num_key_value_heads": kv_heads, "model_preset": "llama"})
-    findings = [f for f in _job_rules.validate(spec, None, {"nodes": 8, "gpus_per_node": 8})
-                if "key_value" in f["check"] or "grouped" in f["check"]]
-    assert [f["status"] for f in findings] == ([status] if status else [])
+    findings = [f for f in _job_rules.validate(spec, None, {"nodes": 8, "gpus_per_node": 8}, None, version)
+                if f["status"] != "pass" and ("key_value" in f["check"] or "key-value" in f["check"]
+                                              or "grouped" in f["check"])]
+    assert [(f["check"], f["status"]) for f in findings] == [check[:2] for check in checks]
+    assert all(check[2] in f["found"] for f, check in zip(findings, checks))
 
 
 @pytest.mark.parametrize("preset,flags", [
@@ -431,7 +467,8 @@ def test_the_plan_writes_its_prediction_for_status():
     predicted = _job_plan.prediction(row, 1, "H200")
     assert predicted["tokens_per_gpu_per_s"] == pytest.approx(row["tokens_per_s"], abs=0.1)
     assert predicted["model_error"] == [-0.08, 0.10] and predicted["layout"] == _job_plan.describe(row)
-    assert _job_plan.prediction(row, 1, "H100")["model_error"] is None
+    assert _job_plan.prediction(row, 1, "H100")["model_error"] == [-0.059, -0.031]
+    assert _job_plan.prediction(row, 1, "B200")["model_error"] is None   # a GPU the model was never checked on
 
 
 # ---------------------------------------------------------------------------------------
@@ -483,7 +520,8 @@ def test_a_search_too_large_is_refused_at_once_naming_what_to_pin():
     # grouped-query attention on the head era: one rule refuses every layout; it is named, with its fix
     ({"model_preset": "llama", "num_key_value_heads": 4}, None,
      r"^no layout of 1 node\(s\) x 2 GPUs passes the job rules: 'grouped-query attention' refused all \d+ "
-     r"layout\(s\).*found 4 key/value heads for 16 heads.*set megatron_job_num_key_value_heads: null"),
+     r"layout\(s\).*found 4 key/value heads for 16 heads on the head era \(Megatron-DeepSpeed 4efb479d\).*"
+     r"set megatron_job_num_key_value_heads: null"),
     # heads that the key/value heads do not divide: another rule, named the same way
     ({"model_preset": "llama", "num_key_value_heads": 5}, None,
      r"^no layout .* passes the job rules: 'num_attention_heads % num_key_value_heads == 0' refused all"),
@@ -540,3 +578,107 @@ def test_zero1_and_zero2_at_dp1_are_ranked_by_the_model_not_by_input_order(globa
         names = orders[-1]
         assert names.index(_job_plan.describe(same[1])) < names.index(_job_plan.describe(same[2]))
     assert orders[0] == orders[1] == orders[2]
+
+
+def _row(tokens, fits=True):
+    return {"tokens_per_s": tokens, "fits": fits}
+
+
+@pytest.mark.parametrize("rows, runs", [
+    ([_row(3.0), _row(3.0), _row(2.0), _row(2.0), _row(2.0), _row(1.0)], [[1, 2], [3, 4, 5]]),
+    ([_row(3.0), _row(2.0), _row(1.0)], []),
+    ([_row(3.0), _row(3.0 * (1 + 1e-9))], []),           # a model term, however small, decides
+    ([_row(3.0, True), _row(3.0, False)], []),          # one fits, the other does not: not a tie
+    ([_row(1.0)], []),
+    ([], []),
+])
+def test_tied_finds_the_runs_the_model_cannot_order(rows, runs):
+    assert _job_plan.tied(rows) == runs
+
+
+@pytest.mark.parametrize("global_batch, tie", [(16, True), (64, False)])
+def test_the_table_states_the_tie_rule_where_zero1_and_zero2_tie(global_batch, tie):
+    """At DP 1 with one micro batch a step ZeRO-1 and ZeRO-2 run the same work: the table says the
+    tie rule orders them; with accumulation ZeRO-2's model term does, and no tie is stated for them."""
+    spec = dict(GPT_123B, model_preset="gpt", global_batch_size=global_batch, fused_ops=False)
+    result = _job_plan.plan(spec, 1, 1, gpu="H200", padded_vocab_size=8192)
+    ranked = result["layouts"]
+    rank = {(row["zero"], row["micro"], row["recompute"]): index for index, row in enumerate(ranked, 1)}
+    one, two = rank[(1, 16, False)], rank[(2, 16, False)]
+    lines = _job_plan.table(result, limit=len(ranked))
+    stated = [line for line in lines if line.startswith("equal predictions, ordered by the tie rule")]
+    pairs = [run for run in _job_plan.tied(ranked) if one in run]
+    if tie:
+        assert two == one + 1 and pairs == [[one, two]]
+        assert stated and ("%d=%d" % (one, two)) in stated[0] and _job_plan.TIE_RULE in stated[0]
+    else:
+        assert pairs == [] and all(("%d=" % one) not in line for line in stated)
+
+
+def test_a_long_tie_statement_wraps_keeping_every_rank():
+    rows = [dict(_row(1000.0 - index // 2), tp=1, pp=1, dp=1, zero=1 + index % 2, micro=1, recompute=False,
+                 grad_acc=1, memory_gib=1.0, memory_fraction=0.1, step_s=1.0, mfu=0.1,
+                 parts={k: 0.0 for k in ("matmul", "attention", "elementwise", "tp", "p2p", "dp", "bubble", "launch", "step")})
+            for index in range(60)]
+    lines = _job_plan.table({"layouts": rows, "rejected": {}, "hardware": {"memory_mib": 81559}}, limit=60)
+    assert all(len(line) <= 160 for line in lines)
+    start = next(i for i, line in enumerate(lines) if line.startswith("equal predictions"))
+    stated = " ".join(lines[start:-1])
+    assert all(("%d=%d" % (2 * k + 1, 2 * k + 2)) in stated for k in range(30)), stated
+
+
+def _h100_runs():
+    runs = []
+    for call in (1, 2):
+        with open(os.path.join(BENCH, "h100_picks", "results-%d.json" % call)) as handle:
+            runs += [dict(row, call=call) for row in json.load(handle) if row.get("intervals")]
+    return runs
+
+
+H100_RUNS = _h100_runs()
+H100_CONFIG = {c["name"]: c for c in grid.GRID if c["name"].startswith("h1-")}
+
+
+def _h100_prediction(name, cache={}):  # pylint: disable=dangerous-default-value
+    if name not in cache:
+        cache[name] = grid.prediction(H100_CONFIG[name], "H100", "0.19.6", 8192)
+    return cache[name]
+
+
+def test_the_h100_model_error_is_what_the_picks_measured():
+    """MODEL_ERROR["H100"] is the band of predicted over measured tokens/s, less one, of the ten
+    H100 runs of the planner's picks (`mds_grid.py predict --gpu H100`)."""
+    assert len(H100_RUNS) == 10
+    errors = [_h100_prediction(row["name"])["tokens_per_gpu_per_s"] / row["intervals"][-1]["tokens_per_gpu_per_s"] - 1
+              for row in H100_RUNS]
+    low, high, _what = _job_plan.MODEL_ERROR["H100"]
+    assert (round(min(errors), 3), round(max(errors), 3)) == (low, high)
+
+
+@pytest.mark.parametrize("name, rank", [
+    ("h1-gpt-z1-m8", 1), ("h1-gpt-z1-m8-fx", 1), ("h1-gpt-z2-m8", 2), ("h1-gpt-z2-m8-fx", 2),
+    ("h1-llamap-z1-m8", 1), ("h1-llamap-z1-m8-fx", 1), ("h1-llamap-z2-m8", 2), ("h1-llamap-z2-m8-fx", 2),
+])
+def test_the_h100_rows_are_the_planners_first_choice_and_runner_up(name, rank):
+    assert _h100_prediction(name)["rank"] == rank
+
+
+def _benchmarks_h100_rows():
+    with open(os.path.join(HERE, "..", "..", "..", "..", "..", "docs", "benchmarks.md")) as handle:
+        return [line for line in handle if line.startswith("| h1-")]
+
+
+@pytest.mark.parametrize("line", _benchmarks_h100_rows())
+def test_benchmarks_md_predicted_columns_are_what_the_planner_prints(line):
+    """docs/benchmarks.md's H100 table: its predicted tokens/s, MFU and GiB and its prediction
+    error are what `mds_grid.py predict` computes today from the recorded runs."""
+    cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+    name, call = cells[0].split()[0], int(cells[1])
+    predicted = _h100_prediction(name)
+    measured = [row for row in H100_RUNS if row["name"] == name and row["call"] == call]
+    assert len(measured) == 1
+    tokens = measured[0]["intervals"][-1]["tokens_per_gpu_per_s"]
+    assert cells[4] == "{:,.0f}".format(tokens)
+    assert cells[9:13] == ["{:,.0f}".format(predicted["tokens_per_gpu_per_s"]), "%.1f%%" % (100 * predicted["mfu"]),
+                           "%.1f" % predicted["memory_gib"],
+                           "%+.1f%%" % (100 * (predicted["tokens_per_gpu_per_s"] / tokens - 1))]
