@@ -4,8 +4,10 @@
 """The census of Megatron-DeepSpeed's start-up checks: every ``assert`` and ``raise`` that
 ``pretrain_gpt.py`` reaches before its first iteration, at a pinned commit, in the files and
 functions of ``SCANNED`` (the options, the tokenizer, the data, the microbatch calculator, the
-training set-up, the entry script), the options each one reads, and which of the collection's
-static rules restates it.
+training set-up, the entry script), the options each one reads, and how the collection judges it:
+a static rule of validate_job that restates it, a check the launch makes on every node before any
+rank starts ("pre-launch:", the dataset's index files), or "by construction:" with the reason it
+holds for every job the collection launches.
 
 The upstream oracle (module_utils/_mds/oracle.py) runs the checkout's own ``validate_args``
 before a launch; this census says which start-up checks the controller also judges without a
@@ -32,6 +34,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / ".collections"))
 # The option checks the job package restates as data, one row per upstream assert.
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import upstream_asserts  # noqa: E402
+# The .idx header checks the launch makes on every node (job_probe, then prelaunch_problems).
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import data_index  # noqa: E402
 
 FUNCTIONS = ("parse_args", "validate_args")
 
@@ -74,8 +78,9 @@ SCANNED: Tuple[Scanned, ...] = (
             "the learning-rate schedule (before_rebase era), stepped once at construction"),
     Scanned("megatron/data/gpt_dataset.py", None,
             "the GPT dataset build: the --data-path blend, the --split, the index mappings"),
-    Scanned("megatron/data/dataset_utils.py", ("get_datasets_weights_and_num_samples", "get_train_valid_test_split_",
-                                               "get_indexed_dataset_"),
+    # get_indexed_dataset_ of this file serves BERT and T5: gpt_dataset.py has its own (without the
+    # count assert) and imports only these two from here.
+    Scanned("megatron/data/dataset_utils.py", ("get_datasets_weights_and_num_samples", "get_train_valid_test_split_"),
             "the blend's weights and the --split string; the file's other functions serve BERT and T5"),
     Scanned("megatron/data/blendable_dataset.py", None, "the blend of several datasets, built at start-up"),
     Scanned("megatron/data/indexed_dataset.py", ("make_dataset", "infer_dataset_impl", "code", "IndexedDataset.read_index",
@@ -150,6 +155,41 @@ _RAMP_CAP = ("by construction: start + steps x increment stays within the global
 _SPLIT_ARITHMETIC = "by construction: get_train_valid_test_split_'s own arithmetic, for every split that passes its sum"
 _PAIRWISE = "by construction: the datasets and the weights come from the same --data-path pairs"
 _GPT_MODEL = "by construction: pretrain_gpt.py builds an encoder-or-decoder model (GPT)"
+# Reasons for checks that no job the collection launches can fail, each naming what makes it so.
+_DEEPSPEED_ALWAYS = ("by construction: every job passes --deepspeed (the '--deepspeed given' check), and validate_args "
+                     "then sets async_tensor_model_parallel_allreduce False (arguments.py:398-399 at 4efb479d)")
+_ARGS_NOT_NONE = "by construction: set_global_variables receives the namespace parse_args has just returned"
+_GRID = ("by construction: GPTModelPipe builds DeepSpeed's PipeModelDataParallelTopology from mpu's own sizes "
+         "(megatron/model/gpt_model.py:454-455 at 4efb479d), so the engine's grid ranks are mpu's")
+_PIPE_ENGINE = ("by construction: with --deepspeed and no --no-pipeline-parallel, model_provider builds GPTModelPipe "
+                "and deepspeed.initialize returns a PipelineEngine for it")
+_WD_CONSTANT = ("by construction: for the constant style validate_args sets both ends to --weight-decay "
+                "(arguments.py:330-334 at 4efb479d)")
+_RATIO = ("by construction: the branch is reached only between warmup and decay end (earlier returns), and warmup < "
+          "decay is the scheduler's own assert, restated ('learning-rate warmup shorter than its decay')")
+_WD_RATIO = "by construction: reached only while 0 <= num_steps <= wd_incr_steps (the branch above returns otherwise)"
+_DOCUMENTS = ("by construction: documents is np.arange over one part of get_train_valid_test_split_(number of "
+              "documents), so it lies inside the index")
+_INT32 = ("by construction: _build_doc_idx casts doc_idx to np.int32, and the mmap index stores sizes as int32 "
+          "(MMapIndexedDataset.Index)")
+_BLEND_BOUND = ("by construction: the blend's index arrays hold exactly size entries (built by _build_indices, or "
+                "loaded and checked against size just above)")
+_DP_RANK = ("by construction: the data-parallel size and rank come from mpu, and DP >= 1 once 'TP x PP divides the "
+            "world size' holds")
+_EPOCH_MULTIPLE = ("by construction: consumed samples are sums of global batches (ramp-up ones included), each a "
+                   "multiple of micro x DP ('global batch divisible by micro x DP', the ramp-up rules)")
+_DEAD_ASSERT = ("by construction: the enclosing condition compares args.curriculum_seqlen with < first, so the assert "
+                "that it is not None can never be the one that fails")
+_TRAINING = "by construction: train() puts every model chunk in training mode before the loop (model_module.train())"
+_WRITER_ONLY = ("by construction: code() is called only by the index builders (indexed_dataset.py:327 and 387 at "
+                "4efb479d), which tools/preprocess_data.py runs, not the start-up")
+_INFER_READ = ("by construction: --data-impl is mmap or infer at 4efb479d, so IndexedDataset reads an index only after "
+               "infer_dataset_impl has read the same TNTIDX magic from it")
+_IN_RANGE = ("by construction: the sample mapping indexes only documents of the split's range, which lies inside the "
+             "index (get_train_valid_test_split_ of the document count)")
+_IDX = "megatron/data/indexed_dataset.py"
+_RANK_COUNTS = ("by construction: every rank of the data-parallel and pipeline groups adds 1 to the count, which "
+                "sums to world size / TP")
 
 
 def _at(commit: str, rows: Dict[Tuple[str, int], str]) -> Dict[Tuple[str, str, int], str]:
@@ -185,6 +225,29 @@ JUDGED_AT: Dict[Tuple[str, str, int], str] = {
         (_SAMPLERS, 40): "--dataloader-type value", (_SAMPLERS, 71): "--micro-batch-size > 0",
         (_SAMPLERS, 143): "--micro-batch-size > 0",
         ("pretrain_gpt.py", 138): "sequence length % SP == 0",
+        ("megatron/arguments.py", 405): "sequence parallelism needs CUDA_DEVICE_MAX_CONNECTIONS=1",
+        ("megatron/arguments.py", 409): _DEEPSPEED_ALWAYS,
+        ("megatron/global_vars.py", 93): _ARGS_NOT_NONE,
+        ("megatron/training.py", 386): "Transformer Engine needs --no-pipeline-parallel",
+        ("megatron/training.py", 629): _GRID, ("megatron/training.py", 630): _GRID, ("megatron/training.py", 631): _GRID,
+        ("megatron/training.py", 650): "--DDP-impl local with the pipeline",
+        ("megatron/training.py", 676): _PIPE_ENGINE,
+        ("megatron/training.py", 1246): "--random-ltd needs ds_config random-LTD",
+        ("megatron/optimizer_param_scheduler.py", 23): "--min-lr >= 0",
+        ("megatron/optimizer_param_scheduler.py", 48): "one scheduler source",
+        ("megatron/optimizer_param_scheduler.py", 62): _WD_CONSTANT,
+        ("megatron/optimizer_param_scheduler.py", 66): _WD_RATIO, ("megatron/optimizer_param_scheduler.py", 67): _WD_RATIO,
+        ("megatron/optimizer_param_scheduler.py", 75): "--weight-decay-incr-style value",
+        ("megatron/optimizer_param_scheduler.py", 131): _RATIO, ("megatron/optimizer_param_scheduler.py", 132): _RATIO,
+        ("megatron/optimizer_param_scheduler.py", 140): "--lr-decay-style value",
+        ("megatron/data/gpt_dataset.py", 256): _DOCUMENTS, ("megatron/data/gpt_dataset.py", 257): _DOCUMENTS,
+        ("megatron/data/gpt_dataset.py", 454): _INT32, ("megatron/data/gpt_dataset.py", 455): _INT32,
+        (_BLEND, 109): _BLEND_BOUND,
+        (_SAMPLERS, 72): _DP_RANK, (_SAMPLERS, 73): _DP_RANK, (_SAMPLERS, 144): _DP_RANK, (_SAMPLERS, 145): _DP_RANK,
+        (_SAMPLERS, 156): _EPOCH_MULTIPLE,
+        (_IDX, 111): _WRITER_ONLY, (_IDX, 143): _INFER_READ, (_IDX, 163): _IN_RANGE,
+        (_IDX, 432): data_index.VERSION_CHECK,
+        ("pretrain_gpt.py", 244): _DEAD_ASSERT, ("pretrain_gpt.py", 282): _DEAD_ASSERT, ("pretrain_gpt.py", 299): _TRAINING,
     }),
     **_at("9446eaac", {
         ("megatron/initialize.py", 264): "--seed > 0",
@@ -206,6 +269,22 @@ JUDGED_AT: Dict[Tuple[str, str, int], str] = {
         (_BLEND, 34): _PAIRWISE, (_BLEND, 43): "--data-path blend", (_BLEND, 48): "--data-path blend",
         (_SAMPLERS, 48): "--dataloader-type value", (_SAMPLERS, 76): "--micro-batch-size > 0",
         (_SAMPLERS, 124): "--micro-batch-size > 0",
+        ("megatron/training.py", 529): _GRID, ("megatron/training.py", 530): _GRID, ("megatron/training.py", 531): _GRID,
+        ("megatron/training.py", 554): "--DDP-impl local with the pipeline",
+        ("megatron/training.py", 580): _PIPE_ENGINE,
+        ("megatron/training.py", 1019): "--random-ltd needs ds_config random-LTD",
+        ("megatron/learning_rates.py", 35): "--min-lr >= 0",
+        ("megatron/learning_rates.py", 53): "one scheduler source",
+        ("megatron/learning_rates.py", 103): _RATIO, ("megatron/learning_rates.py", 104): _RATIO,
+        ("megatron/learning_rates.py", 112): "--lr-decay-style value",
+        ("megatron/data/gpt_dataset.py", 148): _DOCUMENTS, ("megatron/data/gpt_dataset.py", 149): _DOCUMENTS,
+        ("megatron/data/gpt_dataset.py", 290): _INT32, ("megatron/data/gpt_dataset.py", 291): _INT32,
+        ("megatron/data/gpt_dataset.py", 319): _RANK_COUNTS,
+        (_SAMPLERS, 77): _DP_RANK, (_SAMPLERS, 78): _DP_RANK, (_SAMPLERS, 125): _DP_RANK, (_SAMPLERS, 126): _DP_RANK,
+        (_SAMPLERS, 137): _EPOCH_MULTIPLE,
+        (_IDX, 111): _WRITER_ONLY, (_IDX, 163): _IN_RANGE,
+        (_IDX, 430): data_index.VERSION_CHECK,
+        ("pretrain_gpt.py", 214): _DEAD_ASSERT, ("pretrain_gpt.py", 252): _DEAD_ASSERT, ("pretrain_gpt.py", 269): _TRAINING,
     }),
 }
 
@@ -350,19 +429,19 @@ def coverage(rows: Iterable[Dict[str, Any]]) -> Tuple[int, int]:
     return sum(1 for r in rows if r["judged"]), len(rows)
 
 
-NOT_JUDGED = "not restated"
+NOT_JUDGED = "not judged"
 
 
 def markdown(rows: List[Dict[str, Any]], label: str) -> str:
     """The figure over the whole denominator, one line per file, then one row per check."""
     judged, total = coverage(rows)
-    lines = ["### start-up checks at %s: %d checks, %d restated by a static rule (%.1f%%)"
-             % (label, total, judged, 100.0 * judged / total if total else 0.0), "",
-             "| file | checks | restated |", "|---|---|---|"]
+    lines = ["### start-up checks at %s: %d checks, %d judged (%.1f%%): by a static rule, a pre-launch check or "
+             "by construction" % (label, total, judged, 100.0 * judged / total if total else 0.0), "",
+             "| file | checks | judged |", "|---|---|---|"]
     for path in dict.fromkeys(r["path"] for r in rows):
         mine = [r for r in rows if r["path"] == path]
         lines.append("| %s | %d | %d |" % (path, len(mine), coverage(mine)[0]))
-    lines += ["", "| file:line | function | kind | options read | static rule |", "|---|---|---|---|---|"]
+    lines += ["", "| file:line | function | kind | options read | judged by |", "|---|---|---|---|---|"]
     for r in rows:
         lines.append("| %s:%d | %s | %s | %s | %s |" % (
             r["path"], r["line"], r["function"], r["kind"], " ".join(r["flags"]) or "-", r["judged"] or NOT_JUDGED))

@@ -17,7 +17,8 @@ description:
     for other users' processes.
   - Which rank processes of a training script run here (C(<python> -u <script> --local_rank=N)),
     matched like C(pgrep -f) with O(rank_pattern).
-  - Whether given paths exist (the dataset's C(.bin)/C(.idx), C(pretrain_gpt.py)).
+  - Whether given paths exist (the dataset's C(.bin)/C(.idx), C(pretrain_gpt.py)), and for a C(.idx)
+    file what its header says (format, version, token dtype, counts), in two small reads.
   - Whether the launcher process in O(pid_file) is alive.
   - What the job log says from a byte offset on (iterations, loss, tokens/s, TFLOP/s, saved and
     loaded checkpoints, the launcher's exit status, burn-in results, error lines).
@@ -38,7 +39,9 @@ options:
         DeepSpeed runner, pdsh or C(deepspeed.launcher.launch).
     type: str
   paths:
-    description: Paths whose existence and size to report.
+    description:
+      - Paths whose existence and size to report.
+      - For an existing path ending in C(.idx), its index header too (C(index)).
     type: list
     elements: path
     default: []
@@ -165,7 +168,10 @@ ranks:
   elements: dict
   sample: [{"pid": 5120, "uid": 2000, "local_rank": 0, "cmdline": "/opt/megatron/venv/bin/python3 -u pretrain_gpt.py --local_rank=0 ..."}]
 paths:
-  description: Per path, C(exists) and C(size).
+  description:
+    - Per path, C(exists) and C(size).
+    - For a C(.idx) file, C(index) with its header (C(magic), C(version), C(dtype_code), C(sequences),
+      C(documents), C(size)), which the pre-launch check judges as Megatron-DeepSpeed's reader does.
   returned: always
   type: dict
 launcher:
@@ -225,6 +231,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import checkpoints as _launch_checkpoints
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import data_index as _launch_data_index
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import logs as _launch_logs
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import processes as _launch_processes
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import shm as _launch_shm
@@ -360,6 +367,8 @@ def main():
     for path in params["paths"]:
         paths[path] = {"exists": os.path.exists(path),
                        "size": os.path.getsize(path) if os.path.isfile(path) else None}
+        if path.endswith(".idx") and os.path.isfile(path):
+            paths[path]["index"] = _launch_data_index.read_index_header(path)
     record = None
     if params["record_file"]:
         text = _read(params["record_file"])

@@ -67,9 +67,9 @@ def test_census_of_a_source():
     ]
     assert census.coverage(rows) == (4, 6)
     text = census.markdown(rows, "x")
-    assert text.startswith("### start-up checks at x: 6 checks, 4 restated by a static rule (66.7%)")
+    assert text.startswith("### start-up checks at x: 6 checks, 4 judged (66.7%)")
     assert "| megatron/arguments.py | 6 | 4 |" in text
-    assert "| megatron/arguments.py:20 | validate_args | raise | --bad | not restated |" in text
+    assert "| megatron/arguments.py:20 | validate_args | raise | --bad | not judged |" in text
 
 
 MICROBATCHES = '''
@@ -136,8 +136,15 @@ def _names_a_rule(name: str, names: set) -> bool:
 def test_every_rule_of_judged_at_is_a_check_validate_job_makes():
     names = _rule_names()
     missing = sorted({rule for rule in census.JUDGED_AT.values()
-                      if not rule.startswith("by construction:") and not _names_a_rule(rule, names)})
+                      if not rule.startswith(("by construction:", "pre-launch:")) and not _names_a_rule(rule, names)})
     assert missing == []
+
+
+def test_every_pre_launch_row_is_a_check_of_the_launch():
+    """A "pre-launch:" row names a check that the launch's index probe makes (_launch.data_index)."""
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils._launch import data_index
+    rows = {rule for rule in census.JUDGED_AT.values() if rule.startswith("pre-launch:")}
+    assert rows and rows <= set(data_index.CHECKS)
 
 
 SRC = os.environ.get("MEGATRON_DS_SRC", "")

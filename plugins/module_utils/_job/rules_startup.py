@@ -15,9 +15,10 @@ No Ansible imports: unit-tested alone.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from .._mds.args import BEFORE_REBASE
+from .._stack import profiles as _stack_profiles
 from .findings import finding
 from .schema import split_shares
 
@@ -318,6 +319,42 @@ REFUSALS: Tuple[Refusal, ...] = (
             lambda f: bool(f.get("--cpu-optimizer")) and (_last(f, "--optimizer") or ("adam",))[0] != "adam",
             ("--cpu-optimizer", "--optimizer"), "'CPU offloading is for Adam'",
             "use --optimizer adam with --cpu-optimizer, or drop --cpu-optimizer"),
+    Refusal("--min-lr >= 0",
+            {"head": ("megatron/optimizer_param_scheduler.py", 23), BEFORE_REBASE: ("megatron/learning_rates.py", 35)},
+            lambda f: (_float(f, "--min-lr") or 0.0) < 0, ("--min-lr",),
+            "assert self.min_lr >= 0.0 (the scheduler, built by setup_model_and_optimizer)",
+            "set --min-lr to 0 or more (default 0.0)"),
+    # The two flags are spelled per era: opt_param at head, lr before the rebase; argparse refuses
+    # the other era's spelling on its own ("%s accepted by pretrain_gpt.py").
+    Refusal("one scheduler source",
+            {"head": ("megatron/optimizer_param_scheduler.py", 48), BEFORE_REBASE: ("megatron/learning_rates.py", 53)},
+            lambda f: (bool(f.get("--override-opt_param-scheduler")) and bool(f.get("--use-checkpoint-opt_param-scheduler"))
+                       or bool(f.get("--override-lr-scheduler")) and bool(f.get("--use-checkpoint-lr-scheduler"))),
+            ("--override-opt_param-scheduler", "--use-checkpoint-opt_param-scheduler", "--override-lr-scheduler",
+             "--use-checkpoint-lr-scheduler"),
+            "'both override and use-checkpoint are set.'",
+            "keep one: --override-... takes the schedule from the arguments, --use-checkpoint-... from the checkpoint"),
+    # Pipeline stages (PP > 1, or the model chunks of an interleaved schedule, which needs PP > 2)
+    # run with Megatron's local DDP only; the check follows deepspeed.initialize, so it holds under
+    # DeepSpeed too.
+    Refusal("--DDP-impl local with the pipeline",
+            {"head": ("megatron/training.py", 650), BEFORE_REBASE: ("megatron/training.py", 554)},
+            lambda f: ((_float(f, "--pipeline-model-parallel-size") or 1) > 1
+                       and (_last(f, "--DDP-impl") or ("local",))[0] != "local"),
+            ("--pipeline-model-parallel-size", "--DDP-impl"),
+            "assert args.DDP_impl == 'local' (setup_model_and_optimizer, for more than one pipeline stage)",
+            "drop --DDP-impl (default local), or run with --pipeline-model-parallel-size 1"),
+    # Under --deepspeed without --no-pipeline-parallel, pretrain_gpt.py's model_provider builds
+    # GPTModelPipe (pretrain_gpt.py:51 at 4efb479d), which is not a GPTModel, so get_model sets
+    # allow_transformer_engine False and asserts the local implementation.
+    Refusal("Transformer Engine needs --no-pipeline-parallel",
+            {"head": ("megatron/training.py", 386)},
+            lambda f: ((_last(f, "--transformer-impl") or ("local",))[0] == "transformer_engine"
+                       and bool(f.get("--deepspeed")) and not f.get("--no-pipeline-parallel")),
+            ("--transformer-impl", "--deepspeed"),
+            "'Transformer Engine is only approved for GPT models' (DeepSpeed's pipeline engine builds GPTModelPipe)",
+            "add --no-pipeline-parallel (with --pipeline-model-parallel-size 1), or drop --transformer-impl "
+            "transformer_engine"),
 )
 
 
@@ -336,10 +373,74 @@ def check_refusals(job: Any, facts: Any, add: Add) -> None:
                     % (row.reason, path, line, _commit(job.era), row.fix)))
 
 
+# train() asserts the engine's random-LTD before the first step when --random-ltd is given
+# (megatron/training.py:1246 at 4efb479d, 1019 at 9446eaac); DeepSpeed answers it from ds_config alone
+# (deepspeed/runtime/engine.py:1161-1162 at 0.19.6: data_efficiency.data_routing.random_ltd.enabled).
+RANDOM_LTD_LINES = {"head": 1246, BEFORE_REBASE: 1019}
+RANDOM_LTD_PATH = ("data_efficiency", "data_routing", "random_ltd", "enabled")
+
+
+def check_random_ltd(job: Any, facts: Any, add: Add) -> None:
+    """--random-ltd converts the transformer layers for DeepSpeed's random-LTD, and train() then
+    asserts that the engine has it enabled in ds_config. A spec without a ds_config of its own gets
+    the one _job.args.ds_config writes, which has no data_efficiency section; a train.sh whose
+    ds_config is not at hand is not judged."""
+    del facts
+    ds = job.ds if job.ds is not None or job.from_script else {}
+    if not job.flags.get("--random-ltd") or ds is None:
+        return
+    node: Any = ds
+    for key in RANDOM_LTD_PATH:
+        node = node.get(key) if isinstance(node, Mapping) else None
+    where = "the ds_config the job passes" if job.from_script else "megatron_job_ds_config"
+    shown = "--random-ltd, ds_config %s: %s" % (".".join(RANDOM_LTD_PATH), "absent" if node is None else node)
+    # get_scalar_param returns the JSON value as it is, and the assert takes its truth.
+    if node:
+        add(finding("--random-ltd needs ds_config random-LTD", "pass", "deepspeed", shown, "true"))
+        return
+    era = BEFORE_REBASE if job.era == BEFORE_REBASE else "head"
+    add(finding("--random-ltd needs ds_config random-LTD", "fail", "deepspeed", shown, "true",
+                "Megatron-DeepSpeed stops before its first step: assert model[0].random_ltd_enabled() "
+                "(megatron/training.py:%d at %s), which DeepSpeed reads from ds_config "
+                "data_efficiency.data_routing.random_ltd.enabled; enable it (with its random_ltd settings) in %s, "
+                "or drop --random-ltd" % (RANDOM_LTD_LINES[era], _commit(job.era), where)))
+
+
+CUDA_CONNECTIONS_LINE = 405  # megatron/arguments.py at 4efb479d; 9446eaac has no such check
+
+
+def _accelerator(spec: Any) -> Optional[str]:
+    try:
+        return _stack_profiles.get(spec.get("stack_profile")).get("accelerator")
+    except _stack_profiles.UnknownProfileError:
+        return None
+
+
+def check_cuda_connections(job: Any, facts: Any, add: Add) -> None:
+    """--sequence-parallel on a CUDA accelerator needs CUDA_DEVICE_MAX_CONNECTIONS=1 in the ranks'
+    environment (validate_args raises otherwise, head era). A spec's environment is exactly what
+    train.sh exports, so it is refused there; a train.sh may inherit the variable from the shell
+    that runs it, so there it is a warning."""
+    del facts
+    if job.era == BEFORE_REBASE or not job.flags.get("--sequence-parallel") or _accelerator(job.spec) == "cpu":
+        return
+    value = (job.spec.get("env") or {}).get("CUDA_DEVICE_MAX_CONNECTIONS")
+    if str(value) == "1":
+        return
+    shown = "--sequence-parallel with CUDA_DEVICE_MAX_CONNECTIONS=%s" % ("unset" if value is None else value)
+    where = ("export CUDA_DEVICE_MAX_CONNECTIONS=1 in train.sh (unless the launching shell sets it)" if job.from_script
+             else "add CUDA_DEVICE_MAX_CONNECTIONS: \"1\" to megatron_job_env (its default carries it)")
+    add(finding("sequence parallelism needs CUDA_DEVICE_MAX_CONNECTIONS=1", "warn" if job.from_script else "fail",
+                "environment", shown, "CUDA_DEVICE_MAX_CONNECTIONS=1",
+                "Megatron-DeepSpeed's validate_args raises 'Using sequence parallelism requires setting the environment "
+                "variable CUDA_DEVICE_MAX_CONNECTIONS to 1' on a CUDA accelerator (megatron/arguments.py:%d at "
+                "4efb479d); %s, or drop --sequence-parallel" % (CUDA_CONNECTIONS_LINE, where)))
+
+
 def check_startup(job: Any, facts: Any, add: Add) -> None:
     """Every rule of this module, in the order the start-up reaches them: initialize_megatron and
     the tokenizer (set_global_variables), the optimizer and its scheduler
     (setup_model_and_optimizer), then the data."""
-    for rule in (check_refusals, check_tokenizer_files, check_vocab_padding, check_lr_schedule, check_data_path,
-                 check_split):
+    for rule in (check_cuda_connections, check_refusals, check_tokenizer_files, check_vocab_padding, check_lr_schedule,
+                 check_random_ltd, check_data_path, check_split):
         rule(job, facts, add)

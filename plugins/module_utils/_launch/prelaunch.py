@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
+from .data_index import index_problems
 from .status import _one_line, _script_of
 
 
@@ -86,6 +87,9 @@ def prelaunch_problems(probes: Mapping[str, Mapping[str, Any]], required: Sequen
             if not (paths.get(path) or {}).get("exists"):
                 problems.append("%s: %s %s is missing; %s"
                                 % (node, item.get("what") or "file", path, item.get("fix") or "create it"))
+        for path in sorted(paths):
+            for problem in index_problems(path, (paths[path] or {}).get("index") or {}):
+                problems.append("%s: %s" % (node, problem["text"]))
     for node in sorted(unwritable or {}):
         where = str((unwritable or {})[node] or "").strip()
         if where:

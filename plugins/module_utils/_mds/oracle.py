@@ -271,6 +271,41 @@ def _tokenizer(args: Any) -> None:
     build_tokenizer(args)
 
 
+def _data_prefixes(args: Any) -> List[str]:
+    """The --data-path prefixes (a blend's weights left out), as gpt_dataset.py opens them."""
+    prefixes = []
+    for word in getattr(args, "data_path", None) or []:
+        try:
+            float(word)
+        except ValueError:
+            prefixes.append(str(word))
+    return prefixes
+
+
+def _skip_data_index(args: Any, request: Mapping[str, Any]) -> str:
+    """The index files are judged where they are (shared storage on the head node), or when
+    every prefix's .idx and .bin are readable here."""
+    prefixes = _data_prefixes(args)
+    if not prefixes:
+        return "the job passes no --data-path"
+    if request.get("files_here"):
+        return ""
+    absent = [p + ext for p in prefixes for ext in (".idx", ".bin") if not os.path.isfile(p + ext)]
+    if absent:
+        return "its files are not on this machine (%s); the head node's check reads them" % ", ".join(absent[:3])
+    return ""
+
+
+def _data_index(args: Any) -> None:
+    """Each prefix opened by gpt_dataset.py's own get_indexed_dataset_ (indexed_dataset.make_dataset
+    with the job's --data-impl): the index's magic, version and token dtype, and the arrays its
+    header announces. Without the warm-up read of the whole file (skip_warmup), which checks nothing."""
+    from megatron.data import gpt_dataset
+
+    for prefix in _data_prefixes(args):
+        gpt_dataset.get_indexed_dataset_(prefix, args.data_impl, True)
+
+
 class _Stage:
     def __init__(self, name: str, run_stage: Any, flags: Sequence[str], skip: Any = None) -> None:
         self.name = name
@@ -285,6 +320,7 @@ _STAGES = (
     _Stage("microbatches", _microbatches, ("--rampup-batch-size", "--global-batch-size", "--micro-batch-size")),
     _Stage("tokenizer", _tokenizer, ("--tokenizer-type",), _skip_tokenizer),
     _Stage("data split", _split, ("--split", "--data-path")),
+    _Stage("data index", _data_index, ("--data-path", "--data-impl"), _skip_data_index),
 )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -72,6 +73,9 @@ def test_rank_processes_paths_log_and_checkpoint(tmp_path):
         (ckpt / "global_step2" / name).write_bytes(b"")
     pid_file = tmp_path / "launcher.pid"
     pid_file.write_text("%d\n" % rank.pid)
+    # an index of two sequences and two document boundaries
+    index = tmp_path / "corpus.idx"
+    index.write_bytes(b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, 2, 2) + struct.pack("<2i2q2q", 3, 4, 0, 6, 0, 1))
     record = tmp_path / "launch.json"
     record.write_text(json.dumps({"job": "burnin"}))
     try:
@@ -80,7 +84,7 @@ def test_rank_processes_paths_log_and_checkpoint(tmp_path):
             # This test's own script path: burn-ins of molecule containers on the same machine
             # show in the host's process list too.
             "rank_pattern": r"python[0-9.]* -u %s/burnin_gpt\.py( |$)" % str(tmp_path).replace(".", r"\."),
-            "paths": [str(script), str(tmp_path / "missing.bin")],
+            "paths": [str(script), str(tmp_path / "missing.bin"), str(index)],
             "pid_file": str(pid_file), "log_file": str(log), "log_offset": len("earlier run\n"),
             "checkpoint_dir": str(ckpt), "record_file": str(record),
         }, tmp_path)
@@ -89,6 +93,9 @@ def test_rank_processes_paths_log_and_checkpoint(tmp_path):
         rank.wait()
     assert [(r["pid"], r["local_rank"]) for r in result["ranks"]] == [(rank.pid, 1)]
     assert result["paths"][str(script)]["exists"] and not result["paths"][str(tmp_path / "missing.bin")]["exists"]
+    assert "index" not in result["paths"][str(script)]
+    assert result["paths"][str(index)]["index"] == {"size": len(index.read_bytes()), "magic": "mmap", "version": 1,
+                                                    "dtype_code": 8, "sequences": 2, "documents": 2}
     assert result["launcher"] == {"pid": rank.pid, "alive": True, "pid_file": str(pid_file)}
     assert result["log"]["kind"] == "burnin" and result["log"]["last"]["iteration"] == 2
     assert result["log"]["tail"][0].startswith("=== megatron_launch")

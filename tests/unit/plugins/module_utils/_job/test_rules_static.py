@@ -10,6 +10,7 @@ from typing import Any, Dict, List
 
 import pytest
 
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import args as _job_args
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import inputs as _job_inputs
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import rules as _job_rules
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import schema as _job_schema
@@ -174,9 +175,69 @@ DATA_CASES = [
      "fail", "argparse"),
     ("no weight-decay schedule before the rebase", {"script": ["--weight-decay", "-0.1"]}, OLD_DS,
      "weight decay >= 0", None, ""),
+    ("negative min lr", {"script": ["--min-lr", "-0.1"]}, HEAD_DS, "--min-lr >= 0", "fail",
+     "optimizer_param_scheduler.py:23 at 4efb479d"),
+    ("negative min lr before_rebase", {"script": ["--min-lr", "-0.1"]}, OLD_DS, "--min-lr >= 0", "fail",
+     "learning_rates.py:35 at 9446eaac"),
+    ("min lr 0", {"script": ["--min-lr", "0"]}, HEAD_DS, "--min-lr >= 0", None, ""),
+    ("override and use-checkpoint scheduler", {"script": ["--override-opt_param-scheduler",
+                                                          "--use-checkpoint-opt_param-scheduler"]}, HEAD_DS,
+     "one scheduler source", "fail", "optimizer_param_scheduler.py:48"),
+    ("override and use-checkpoint before_rebase", {"script": ["--override-lr-scheduler",
+                                                              "--use-checkpoint-lr-scheduler"]}, OLD_DS,
+     "one scheduler source", "fail", "learning_rates.py:53 at 9446eaac"),
+    ("override the scheduler alone", {"script": ["--override-opt_param-scheduler"]}, HEAD_DS, "one scheduler source",
+     None, ""),
+    ("torch DDP with pipeline stages", {"pipeline_parallel": 2, "no_pipeline_parallel": False, "extra_args": ["--DDP-impl", "torch"]}, HEAD_DS,
+     "--DDP-impl local with the pipeline", "fail", "training.py:650 at 4efb479d"),
+    ("torch DDP with pipeline stages before_rebase", {"pipeline_parallel": 2, "no_pipeline_parallel": False, "extra_args": ["--DDP-impl", "torch"]}, OLD_DS,
+     "--DDP-impl local with the pipeline", "fail", "training.py:554 at 9446eaac"),
+    ("torch DDP without a pipeline", {"extra_args": ["--DDP-impl", "torch"]}, HEAD_DS,
+     "--DDP-impl local with the pipeline", None, ""),
+    ("local DDP with pipeline stages", {"pipeline_parallel": 2, "no_pipeline_parallel": False}, HEAD_DS, "--DDP-impl local with the pipeline", None, ""),
+    ("Transformer Engine under the pipeline engine",
+     {"no_pipeline_parallel": False, "extra_args": ["--transformer-impl", "transformer_engine"]},
+     HEAD_DS, "Transformer Engine needs --no-pipeline-parallel", "fail", "training.py:386 at 4efb479d"),
+    ("Transformer Engine without the pipeline engine", {"extra_args": ["--transformer-impl", "transformer_engine"]},
+     HEAD_DS, "Transformer Engine needs --no-pipeline-parallel", None, ""),
 ]
 
 
 @pytest.mark.parametrize("over,version,check,status,words", [c[1:] for c in DATA_CASES], ids=[c[0] for c in DATA_CASES])
 def test_data_rule(over, version, check, status, words):
     test_static_rule(over, version, check, status, words)
+
+
+def _random_ltd(enabled: Any) -> Dict[str, Any]:
+    return {"data_efficiency": {"enabled": True, "data_routing": {"enabled": True, "random_ltd": {"enabled": enabled}}}}
+
+
+# DeepSpeed-feature and environment rules of _job.rules_startup that read the ds_config or the
+# job's environment: (spec, ds_config section merged into the rendered one, version, check, status, words).
+FEATURE_CASES = [
+    ("random-LTD without its ds_config section", {"extra_args": ["--random-ltd"]}, None, HEAD_DS,
+     "--random-ltd needs ds_config random-LTD", "fail", "megatron/training.py:1246 at 4efb479d"),
+    ("random-LTD disabled in ds_config before_rebase", {"extra_args": ["--random-ltd"]}, _random_ltd(False), OLD_DS,
+     "--random-ltd needs ds_config random-LTD", "fail", "megatron/training.py:1019 at 9446eaac"),
+    ("random-LTD enabled in ds_config", {"extra_args": ["--random-ltd"]}, _random_ltd(True), HEAD_DS,
+     "--random-ltd needs ds_config random-LTD", "pass", ""),
+    ("no random-LTD", {}, None, HEAD_DS, "--random-ltd needs ds_config random-LTD", None, ""),
+    ("sequence parallelism with the variable unset", {"tensor_parallel": 2, "env": {},
+                                                      "extra_args": ["--sequence-parallel"]}, None, HEAD_DS,
+     "sequence parallelism needs CUDA_DEVICE_MAX_CONNECTIONS=1", "fail", "megatron/arguments.py:405 at 4efb479d"),
+    ("sequence parallelism with the default environment", {"tensor_parallel": 2, "extra_args": ["--sequence-parallel"]},
+     None, HEAD_DS, "sequence parallelism needs CUDA_DEVICE_MAX_CONNECTIONS=1", None, ""),
+    ("no such check before the rebase", {"tensor_parallel": 2, "env": {}, "extra_args": ["--sequence-parallel"]}, None,
+     OLD_DS, "sequence parallelism needs CUDA_DEVICE_MAX_CONNECTIONS=1", None, ""),
+]
+
+
+@pytest.mark.parametrize("over,section,version,check,status,words", [c[1:] for c in FEATURE_CASES],
+                         ids=[c[0] for c in FEATURE_CASES])
+def test_feature_rule(over, section, version, check, status, words):
+    spec = _job_spec.normalize(over)
+    ds = None
+    if section is not None:
+        # the rendered config of this spec on CLUSTER's nodes, plus the section under test
+        ds = dict(_job_args.ds_config(dict(spec, nodes=CLUSTER["nodes"], gpus_per_node=CLUSTER["gpus_per_node"])), **section)
+    expect(_job_rules.validate(spec, ds, dict(CLUSTER), None, version), check, status, words)

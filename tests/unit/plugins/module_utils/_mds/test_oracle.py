@@ -7,6 +7,7 @@ MEGATRON_DS_PYTHON give it."""
 from __future__ import annotations
 
 import json
+import struct
 import subprocess
 
 import pytest
@@ -241,3 +242,64 @@ def test_upstream_decides(argv, ds_config, world, found):
 ])
 def test_flags_as_passed(flags, argv, passed):
     assert oracle.flags_as_passed(flags, argv) == passed
+
+
+class _Args:
+    def __init__(self, data_path):
+        self.data_path = data_path
+
+
+@pytest.mark.parametrize("data_path, prefixes", [
+    (None, []),
+    (["/d/a_text_document"], ["/d/a_text_document"]),
+    (["0.7", "/d/a", "0.3", "/d/b"], ["/d/a", "/d/b"]),
+])
+def test_data_prefixes(data_path, prefixes):
+    assert oracle._data_prefixes(_Args(data_path)) == prefixes
+
+
+def _index_files(tmp_path, version=1):
+    """A one-sequence mmap index as upstream's writer lays it out (indexed_dataset.py:385-410 at
+    4efb479d), beside a .bin of that sequence's three uint16 tokens."""
+    prefix = tmp_path / "corpus_text_document"
+    header = b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", version, 8, 1, 2)
+    (tmp_path / "corpus_text_document.idx").write_bytes(header + struct.pack("<i", 3) + struct.pack("<3q", 0, 0, 1))
+    (tmp_path / "corpus_text_document.bin").write_bytes(struct.pack("<3H", 1, 2, 3))
+    return str(prefix)
+
+
+@pytest.mark.parametrize("files, request_, skipped", [
+    (False, {}, "the job passes no --data-path"),
+    (True, {}, ""),
+    (None, {}, "its files are not on this machine"),
+    # on the head node the request says the files are there to read
+    (None, {"files_here": True}, ""),
+])
+def test_skip_data_index(tmp_path, files, request_, skipped):
+    if files is False:
+        args = _Args(None)
+    elif files:
+        args = _Args([_index_files(tmp_path)])
+    else:
+        args = _Args(["1", str(tmp_path / "absent")])
+    reason = oracle._skip_data_index(args, request_)
+    assert (skipped in reason) if skipped else reason == ""
+
+
+@upstream.needs_upstream
+@pytest.mark.parametrize("version, found", [(1, None), (2, "megatron/data/indexed_dataset.py:")])
+def test_upstream_opens_the_index(tmp_path, version, found):
+    """The data index stage: upstream's own reader on the job's files, after validate_args."""
+    prefix = _index_files(tmp_path, version)
+    argv = SIM_ARGV + ["--data-path", prefix]
+    request = {"megatron_dir": upstream.SOURCE, "argv": argv, "world_size": 6, "ds_config": DS_CONFIG, "env": {}}
+    proc = subprocess.run([upstream.PYTHON, oracle.__file__, oracle.encode_request(request)],
+                          capture_output=True, text=True, check=False, timeout=600)
+    verdict = oracle.parse_output(proc.stdout)
+    assert verdict["ran"], verdict["reason"]
+    assert {"stage": "data index", "ran": True, "reason": ""} in verdict["stages"], verdict["stages"]
+    if found is None:
+        assert verdict["findings"] == [], verdict["findings"]
+        return
+    assert len(verdict["findings"]) == 1 and verdict["findings"][0]["where"].startswith(found), verdict["findings"]
+    assert verdict["findings"][0]["stage"] == "data index" and verdict["findings"][0]["flags"] == ["--data-path"]
