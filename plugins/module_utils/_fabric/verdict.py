@@ -42,13 +42,12 @@ def _evidence(members: Sequence[str], results: Sequence[Mapping[str, Any]]) -> O
 
     def order(result: Mapping[str, Any]) -> Any:
         # The smallest group, then the one whose other members passed elsewhere (a pair with a
-        # node known good says more than the failing half it came from), then the slowest.
-        measured = result.get("measured")
+        # node known good says more than the failing half it came from).
         others = [str(node) for node in result.get("nodes") or [] if str(node) not in wanted]
-        return (len(result.get("nodes") or []), -sum(1 for node in others if node in passed),
-                float("inf") if measured is None else float(measured))
+        return (len(result.get("nodes") or []), -sum(1 for node in others if node in passed))
 
-    # Later measurements first on a tie: the walk narrows down, so its last failing group is the most telling.
+    # Later measurements first on a tie: the walk narrows down, so its last failing group is the
+    # most telling (the suspect with a good node, after the failing half it came from).
     best = min(reversed(failing), key=order)
     threshold = best.get("threshold") if isinstance(best.get("threshold"), Mapping) else {}
     return {
