@@ -114,6 +114,11 @@ def test_round_results_judge_each_group(facts, override, passed, expected, origi
     assert (result["nodes"], result["passed"], result["measured"]) == (["a", "b"], passed, 0.5)
     assert (result["threshold"]["expected"], result["threshold"]["origin"]) == (expected, origin)
     assert result["line"].startswith("all-reduce over a+b, one rank per node (gloo, 2 ranks, 64 MiB): 0.5 GB/s measured")
+    # Measured against expected with the threshold's origin, or why there is no threshold.
+    if expected is None:
+        assert "expected no threshold: not gated (no active HCA port rate on a, b)" in result["line"]
+    else:
+        assert "expected >= %.4g GB/s (%s: " % (expected, origin) in result["line"]
 
 
 def test_a_group_without_figures_stops_the_bisection_naming_each_rank():
