@@ -12,7 +12,7 @@ SIM_NODES ?= 3
 # make demo DEMO_SCHEDULER=slurm: Slurm on the simulated nodes, the jobs submitted through it.
 DEMO_SCHEDULER ?= none
 
-.PHONY: help setup venv docker image demo sim-up sim-down test lint sanity units molecule \
+.PHONY: help setup venv docker image demo sim-up sim-down test lint sanity units molecule chaos-fabric \
 	molecule-% chaos chaos-smoke bench changelog clean vm-image vm-test vm-down
 
 help:
@@ -96,6 +96,14 @@ chaos: setup
 	CHAOS_REPORT=$(CURDIR)/chaos-report.json $(BIN)/pytest -q -s -p no:cacheprovider tests/chaos \
 	  --deselect tests/chaos/test_chaos_local.py::$(CHAOS_SMOKE)
 	CHAOS_REPORT=$(CURDIR)/chaos-report-docker.json MOLECULE_RETRIES=0 scripts/molecule-all.sh chaos
+
+# Not part of `make test` or `make chaos` (it needs root, iproute2's tc and the kernel's sch_tbf):
+# the fabric gate on a cluster of network namespaces, every link shaped to 1 Gbit/s, ten healthy
+# bisections, then node3's link at half the rate, which must be named within the round bound
+# (about 6 min; docs/benchmarks.md).
+chaos-fabric: venv
+	$(BIN)/python tests/chaos/fabric_netns.py --nodes 4 --rate-mbit 1000 --slow node3 --slow-factor 0.5 \
+	  --healthy-runs 10 --fraction 0.7 --report $(CURDIR)/chaos-report-fabric.json
 
 # Not part of `make test`: what a container cannot test (a DKMS build for the node's kernel, the
 # nouveau blacklist, the initramfs and a reboot, RDMA devices, PAM limits in an ssh session, time

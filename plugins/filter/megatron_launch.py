@@ -15,7 +15,9 @@ The logic lives in module_utils/_launch/; each filter is a thin adapter.
   ``fabric_check_wanted(mode, local_facts, key)``: whether the burn-in runs it;
   ``fabric_tested_port(role_facts)`` and ``fabric_link_threshold(ends, fraction, override)``: the port a
   node's check tests and a pair's minimum from both ends' rates (_fabric.thresholds, as a dict);
-  ``fabric_burnin_gate(results, node_facts, fraction, override)``: the burn-in's all-reduce gate (_fabric.gate).
+  ``fabric_burnin_gate(results, node_facts, fraction, override)``: the burn-in's all-reduce gate (_fabric.gate);
+  ``fabric_bisect_round``, ``fabric_round_results``, ``fabric_round_limit`` and ``fabric_verdict``: the
+  bisection's rounds (tasks/fabric_gate.yml) and its verdict (_fabric.gate, _fabric.verdict).
 * ``checkpoint_shape(files)``: TP/PP/DP of a DeepSpeed checkpoint tag from its file names.
 * ``checkpoint_step(tag)``: global_stepN -> N.
 * ``checkpoint_judge(names, path, tag, expect, profile, no_pipeline_parallel)``: a resume's one
@@ -31,6 +33,7 @@ The logic lives in module_utils/_launch/; each filter is a thin adapter.
 """
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Dict
 
 from ansible.errors import AnsibleFilterError
@@ -46,7 +49,9 @@ from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import pl
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import rules_features as _job_rules_features
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._job import upstream as _job_upstream
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._fabric import gate as _fabric_gate
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._fabric import bisect as _fabric_bisect
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._fabric import thresholds as _fabric_thresholds
+from ansible_collections.megatron_ds.cluster.plugins.module_utils._fabric import verdict as _fabric_verdict
 
 
 def _link_threshold(ends: Any, fraction: float = _fabric_thresholds.DEFAULT_PORT_FRACTION,
@@ -67,6 +72,13 @@ def _adapt(func: Callable[..., Any], name: str) -> Callable[..., Any]:
     return wrapper
 
 
+def _verdict(nodes: Any, results: Any) -> Dict[str, Any]:
+    """_fabric.verdict.build, stamped now (UTC): the stamp is what the supervisor acts on once."""
+    epoch = time.time()
+    return _fabric_verdict.build(list(nodes), list(results),
+                                 time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch)), round(epoch, 3))
+
+
 class FilterModule:
     """Launch filters of megatron_ds.cluster."""
 
@@ -85,6 +97,10 @@ class FilterModule:
             "fabric_tested_port": _launch_fabric.tested_port,
             "fabric_link_threshold": _link_threshold,
             "fabric_burnin_gate": _fabric_gate.burnin_gate,
+            "fabric_bisect_round": _fabric_gate.bisect_round,
+            "fabric_round_results": _fabric_gate.round_results,
+            "fabric_round_limit": _fabric_bisect.link_round_bound,
+            "fabric_verdict": _verdict,
             "checkpoint_shape": _launch_checkpoints.checkpoint_shape,
             "checkpoint_step": _launch_checkpoints.step_of,
             "checkpoint_judge": _job_rules_features.judge_resume,

@@ -35,7 +35,8 @@ STALL = "stall"
 NONFINITE = "nonfinite_loss"
 SAVE_FAILED = "save_failed"
 RESUME_FAILED = "resume_failed"  # the checked resume (_heal.resume) refused a relaunch
-FAULTS = (RANK_EXITED, NODE_UNREACHABLE, STALL, NONFINITE, SAVE_FAILED, RESUME_FAILED)
+FABRIC_SLOW = "fabric_slow"  # the fabric gate's verdict (_fabric.verdict) names a node of the job
+FAULTS = (RANK_EXITED, NODE_UNREACHABLE, STALL, NONFINITE, SAVE_FAILED, RESUME_FAILED, FABRIC_SLOW)
 
 TRANSIENT = "transient"
 NODE = "node"
@@ -133,6 +134,8 @@ def classify(observation: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
       gpu_faults: {node: {tier, evidence}}  the GPU probe's verdict per node (_heal.gpu_faults):
                                   exclude makes a bad node, reset a gpu_reset fault, retry a
                                   suspect; record only adds to the evidence
+      fabric_slow: {node: evidence}  nodes the fabric gate's verdict names (_fabric.verdict): bad
+                                  nodes; alone (the job still trains, slowly) a fabric_slow fault
 
     Order: a finished job is no fault; NaN/inf first (a node check cannot fix it), then node
     unreachable, then the others. A node named by ``bad_nodes`` turns the fault into a node fault
@@ -144,6 +147,9 @@ def classify(observation: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
     if obs.get("finished"):
         return None
     bad = dict(obs.get("bad_nodes") or {})
+    fabric = dict(obs.get("fabric_slow") or {})
+    for node, why in fabric.items():
+        bad.setdefault(node, why)
     gpu = {n: v for n, v in (obs.get("gpu_faults") or {}).items() if isinstance(v, Mapping)}
     for node, verdict in gpu.items():
         if verdict.get("tier") == "exclude":
@@ -181,7 +187,11 @@ def classify(observation: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
         if stopped:
             evidence += "; stopped ranks on %s" % ", ".join(sorted(stopped))
     if fault is None:
-        if bad or to_reset:
+        if fabric:
+            # A slow link does not stop the job: it trains at the slowest node's pace until the
+            # node is taken out, which is the same exclusion as for a node that failed outright.
+            fault, evidence = FABRIC_SLOW, "the fabric gate names %s" % ", ".join(sorted(fabric))
+        elif bad or to_reset:
             fault, evidence = RANK_EXITED, "node check failed"
         else:
             return None

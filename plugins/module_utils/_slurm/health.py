@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
+from .._fabric import verdict as _fabric_verdict
 from .._preflight import gate as _preflight
 
 REASON_PREFIX = "megatron-health"
@@ -49,9 +50,25 @@ def check_gpu_count(node: str, facts: Mapping[str, Any], expected: int) -> Optio
     return _preflight.Row("gpu.count", status, node, "gpu", str(found), str(expected), fix)
 
 
+def check_fabric(node: str, fabric: Optional[Mapping[str, Any]]) -> Optional[_preflight.Row]:
+    """The fabric gate's verdict on this node (_fabric.verdict, the file the fabric check play writes).
+
+    A node the gate named (its all-reduce below the threshold, the node and not a link) fails with
+    the figures; a verdict that names it no more passes, so that the node this check drained is
+    resumed. No verdict file: no row.
+    """
+    fields = _fabric_verdict.health_fields(fabric, node)
+    if fields is None:
+        return None
+    status = _preflight.FAIL if fields["status"] == "fail" else _preflight.PASS
+    return _preflight.Row(_fabric_verdict.CHECK, status, node, "fabric", fields["found"], fields["expected"],
+                          fields["fix"])
+
+
 def node_rows(node: str, facts: Mapping[str, Any], profile: Mapping[str, Any], gpus: int = 0,
-              with_venv: bool = True, exclude: Sequence[str] = ()) -> List[_preflight.Row]:
-    """Every per-node row for this node: the preflight's matrix checks and the GPU count."""
+              with_venv: bool = True, exclude: Sequence[str] = (),
+              fabric: Optional[Mapping[str, Any]] = None) -> List[_preflight.Row]:
+    """Every per-node row for this node: the preflight's matrix checks, the GPU count and the fabric gate's verdict."""
     ctx = _preflight._Context({node: facts}, profile, {})
     if node not in ctx.nodes:
         return [_preflight.Row("facts.gathered", _preflight.FAIL, node, "facts", ctx.missing.get(node, "no facts"),
@@ -62,9 +79,9 @@ def node_rows(node: str, facts: Mapping[str, Any], profile: Mapping[str, Any], g
         row = node_check(ctx, node, facts)
         if row is not None and row.check not in left_out:
             rows.append(row)
-    count = check_gpu_count(node, facts, int(gpus))
-    if count is not None and count.check not in left_out:
-        rows.append(count)
+    for extra in (check_gpu_count(node, facts, int(gpus)), check_fabric(node, fabric)):
+        if extra is not None and extra.check not in left_out:
+            rows.append(extra)
     return rows
 
 

@@ -4,8 +4,9 @@
 """Slurm HealthCheckProgram of megatron_ds.cluster (installed by the slurm role).
 
 Gathers this node's facts with the collection's gpu_stack_facts collector, judges them with the
-preflight's per-node checks against the stack profile, and drains the node with the first
-failure as the reason (resumes it once healthy, if it drained it). The logic lives in the
+preflight's per-node checks against the stack profile and reads the fabric gate's verdict (the
+file playbooks/fabric_check.yml writes: a node it named fails with its all-reduce measured
+against expected), and drains the node with the first failure as the reason (resumes it once healthy, if it drained it). The logic lives in the
 collection's module_utils (_slurm/health.py), which os_base's library entry point installs. slurm.conf's HealthCheckProgram is a
 /bin/sh wrapper, megatron-slurm-health, that runs this file with /usr/bin/python3.
 
@@ -34,6 +35,7 @@ def main() -> int:
     sys.path.insert(0, args.library)
     # pylint: disable=import-outside-toplevel
     from ansible_collections.megatron_ds.cluster.plugins.module_utils._facts import collect as _gpu_facts
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils._fabric import verdict as _fabric_verdict
     from ansible_collections.megatron_ds.cluster.plugins.module_utils._slurm import health as _slurm_health
     from ansible_collections.megatron_ds.cluster.plugins.module_utils._stack import profiles as _stack_profiles
 
@@ -43,8 +45,14 @@ def main() -> int:
     venv = config.get("venv") or None
     facts = _gpu_facts.collect(_gpu_facts.Host(timeout=float(config.get("timeout", 30))), venv=venv,
                                megatron_dir=config.get("megatron_dir") or None)
+    try:
+        fabric = _fabric_verdict.read(config.get("fabric_verdict") or "")
+    except (OSError, ValueError) as error:
+        # A verdict that cannot be read drains nothing (it names nobody) and changes no state.
+        print("%s: %s" % (_slurm_health.REASON_PREFIX, error))
+        return 2
     rows = _slurm_health.node_rows(node, facts, _stack_profiles.get(config["profile"]), int(config.get("gpus", 0)),
-                                   with_venv=bool(venv), exclude=config.get("exclude", []))
+                                   with_venv=bool(venv), exclude=config.get("exclude", []), fabric=fabric)
     failed = _slurm_health.failures(rows)
     shown = subprocess.run(["scontrol", "show", "node", "-o", node], capture_output=True, text=True, timeout=30,
                            check=False)

@@ -13,7 +13,9 @@ Inputs, each turned into one observation per poll (plugins/module_utils/_heal/po
 * rank liveness: over ssh on every node, the rank processes (the launch record's rank_pattern)
   and their states (T = stopped, D = stuck in the kernel); ssh failing = node unreachable;
 * Alertmanager's webhook (POST /alerts on the chosen address): a firing alert triggers a poll at
-  once; MegatronNodeDown names the node to check.
+  once; MegatronNodeDown names the node to check;
+* the fabric gate's verdict (fabric_verdict_file, which playbooks/fabric_check.yml writes): a node
+  of the job it names is a node fault (fabric_slow), acted on once per verdict.
 
 Actions (what _heal.decide says), in this order: SIGTERM to every rank (they save on SIGTERM),
 SIGKILL after stop_timeout (a hung rank cannot save); the culprit checks (ssh, and the optional
@@ -260,11 +262,26 @@ def read_log(config: Mapping[str, Any], progress: Progress, log_offset: int, clo
     return summary
 
 
+def fabric_slow(config: Mapping[str, Any], nodes: Sequence[str], history: Sequence[Mapping[str, Any]]) -> Dict[str, str]:
+    """{node: evidence} for the job's nodes that the fabric gate's verdict names and no incident has
+    acted on (_fabric.verdict.slow_nodes). A verdict that cannot be read names nobody: it is printed
+    and the job left as it is, since excluding on a broken file would take a healthy node out."""
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils._fabric import verdict as _fabric_verdict
+
+    try:
+        document = _fabric_verdict.read(str(config.get("fabric_verdict_file") or ""))
+    except (OSError, ValueError) as error:
+        print("supervisor: %s" % error, file=sys.stderr)
+        return {}
+    return _fabric_verdict.slow_nodes(document, nodes, history)
+
+
 def observe(config: Mapping[str, Any], shell: Shell, progress: Progress, alerts: Sequence[Mapping[str, Any]],
             clock: float, log_offset: int, nodes: Optional[Sequence[str]] = None,
-            run: Callable[..., subprocess.CompletedProcess] = subprocess.run) -> Dict[str, Any]:
+            run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
+            history: Sequence[Mapping[str, Any]] = ()) -> Dict[str, Any]:
     """One observation of the job on ``nodes`` (the job's nodes now; default the configured ones)
-    for _heal.classify."""
+    for _heal.classify; ``history``, the incidents so far, tells a fabric verdict already acted on."""
     nodes = list(nodes if nodes is not None else config["nodes"])
     from ansible_collections.megatron_ds.cluster.plugins.module_utils._heal import policy as _heal
 
@@ -311,6 +328,9 @@ def observe(config: Mapping[str, Any], shell: Shell, progress: Progress, alerts:
         obs["nonfinite_iteration"] = progress.nonfinite
     if progress.save_failed:
         obs["save_failed"] = progress.save_failed
+    slow = fabric_slow(config, nodes, history)
+    if slow:
+        obs["fabric_slow"] = slow
     return obs
 
 
@@ -648,7 +668,8 @@ class Supervisor:
         with self.lock:
             alerts, self.alerts = self.alerts, []
         clock = self.clock()
-        obs = observe(self.config, self.shell, self.progress, alerts, clock, self.log_offset, self.nodes, self.run)
+        obs = observe(self.config, self.shell, self.progress, alerts, clock, self.log_offset, self.nodes, self.run,
+                      self.history)
         pending = self.pending_resume
         if pending and not pending.get("resumed") and self.progress.iteration is not None:
             # Any iteration counts as the job coming back; whether it is the right one is the check's.

@@ -44,11 +44,11 @@ def node(tmp_path):
     return tmp_path
 
 
-def run(node: Path, profile: str, state: str, *extra: str) -> subprocess.CompletedProcess:
+def run(node: Path, profile: str, state: str, *extra: str, fabric: str = "") -> subprocess.CompletedProcess:
     (node / "bin" / "state").write_text(state)
     config = node / "health.json"
     config.write_text(json.dumps({"node": "n1", "profile": profile, "venv": "", "megatron_dir": "", "gpus": 0,
-                                  "exclude": [], "timeout": 10}))
+                                  "exclude": [], "timeout": 10, "fabric_verdict": fabric}))
     env = dict(os.environ, PATH="%s:%s" % (node / "bin", os.environ.get("PATH", "")))
     return subprocess.run([sys.executable, str(PROGRAM), "--config", str(config), "--library", str(node / "lib")]
                           + list(extra), capture_output=True, text=True, env=env, timeout=120, check=False)
@@ -91,3 +91,49 @@ def test_scontrol_failure_is_its_own_exit_status(node):
     result = run(node, "cpu", IDLE)
     assert result.returncode == 2
     assert "Unable to contact slurm controller" in result.stdout
+
+
+def _verdict(slow):
+    """The fabric gate's verdict over n1..n4 with ``slow`` at 3 GB/s against a site figure of 6 (None: healthy)."""
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils._fabric import bisect, thresholds, verdict
+
+    nodes = ["n1", "n2", "n3", "n4"]
+    site = thresholds.Threshold("cross", 6.0, "GB/s", thresholds.ORIGIN_SITE, "set by the site")
+    results = []
+    step = bisect.next_step(nodes, results)
+    while not step["done"]:
+        results.extend(dict(thresholds.judge("g", 3.0 if slow in group else 9.0, site), nodes=group)
+                       for group in step["measure"])
+        step = bisect.next_step(nodes, results)
+    return json.dumps(verdict.build(nodes, results, "2026-12-07T19:00:00Z", 1.0))
+
+
+FABRIC_DRAIN = "update NodeName=n1 State=DRAIN Reason=megatron-health: fabric.allreduce found 3 GB/s with n3, expected >= 6 GB/s, site override"
+OURS_FABRIC = IDLE.replace("State=IDLE", "State=IDLE+DRAIN") + " Reason=megatron-health: fabric.allreduce found 3 GB/s [root@2026-12-07T19:00:00]"
+
+
+@pytest.mark.parametrize("slow, state, rc, action, expected_calls", [
+    # The gate named n1: drained with its figures as the reason.
+    ("n1", IDLE, 1, "drain", [FABRIC_DRAIN]),
+    # A later verdict names another node, or none: the drain of ours is resumed.
+    ("n2", OURS_FABRIC, 0, "resume", ["update NodeName=n1 State=RESUME"]),
+    (None, OURS_FABRIC, 0, "resume", ["update NodeName=n1 State=RESUME"]),
+    # A person's drain stays, whatever the verdict.
+    ("n1", ADMIN, 1, "nothing", []),
+])
+def test_the_fabric_verdict_drains_and_resumes(node, slow, state, rc, action, expected_calls):
+    verdict_file = node / "fabric-verdict.json"
+    verdict_file.write_text(_verdict(slow))
+    result = run(node, "cpu", state, fabric=str(verdict_file))
+    assert result.returncode == rc, result.stdout + result.stderr
+    assert result.stdout.splitlines()[-1].endswith("action: %s" % action)
+    assert calls(node) == expected_calls
+
+
+@pytest.mark.parametrize("text", ["{", json.dumps({"version": 7})])
+def test_an_unreadable_fabric_verdict_changes_nothing(node, text):
+    verdict_file = node / "fabric-verdict.json"
+    verdict_file.write_text(text)
+    result = run(node, "cpu", OURS_FABRIC, fabric=str(verdict_file))
+    assert result.returncode == 2 and "playbooks/fabric_check.yml" in result.stdout
+    assert calls(node) == []

@@ -766,3 +766,73 @@ def test_same_data_follows_the_trainer_and_the_data_parallel_size(tmp_path, foll
     now = supervisor.saved_shape()["data_parallel"]
     shape = {} if saved_dp is None else {"data_parallel": now if saved_dp == "now" else saved_dp}
     assert supervisor.same_data({"saved_shape": shape}) is same
+
+
+def _fabric_verdict(slow_node=None, slow_link=None, at="2026-12-07T19:00:00Z"):
+    """The fabric gate's verdict over the job's nodes: the slow node's groups at 2 GB/s against a site figure of 5."""
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils._fabric import bisect, thresholds, verdict
+
+    site = thresholds.Threshold("cross", 5.0, "GB/s", thresholds.ORIGIN_SITE, "set by the site")
+    results: List[Dict[str, Any]] = []
+    step = bisect.next_step(NODES, results)
+    while not step["done"]:
+        for group in step["measure"]:
+            slow = slow_node in group or (slow_link is not None and set(slow_link) <= set(group))
+            results.append(dict(thresholds.judge("g", 2.0 if slow else 8.0, site), nodes=group))
+        step = bisect.next_step(NODES, results)
+    return verdict.build(NODES, results, at, 1.0)
+
+
+@pytest.mark.parametrize("document, spares, action, removed, job_nodes", [
+    # The gate named node3 while the job trains (slowly, no other fault): excluded, re-planned on two.
+    (_fabric_verdict("node3"), [], "exclude", ["node3"], ["node1", "node2"]),
+    # With a spare: swapped in, same layout.
+    (_fabric_verdict("node2"), ["node4"], "replace", ["node2"], ["node1", "node4", "node3"]),
+    # A link or a healthy world names no node to take out: the job is left alone.
+    (_fabric_verdict(slow_link=("node1", "node3")), [], None, None, None),
+    (_fabric_verdict(), [], None, None, None),
+])
+def test_a_node_the_fabric_gate_names_is_taken_out(tmp_path, document, spares, action, removed, job_nodes):
+    config = _setup(tmp_path, ["5.0"] * 14, [(10, False)], policy={"resume_check_points": 0})
+    config["spares"] = spares
+    config["inventory_hosts"].update({n: {"ansible_host": n} for n in spares})
+    config["fabric_verdict_file"] = str(tmp_path / "fabric-verdict.json")
+    (tmp_path / "fabric-verdict.json").write_text(json.dumps(document))
+    shell, run = FakeShell(dict(HEALTHY, node4=["Sl", "Sl"])), FakeRun()
+    supervisor, record = _poll(config, shell, run)[:2]
+    if action is None:
+        assert record is None and shell.signals == [] and run.calls == []
+        return
+    assert (record["fault"], record["kind"], record["action"], record["removed"], record["job_nodes"]) == (
+        "fabric_slow", "node", action, removed, job_nodes)
+    # The incident carries the figures that named the node, and the verdict's time.
+    assert "fabric gate verdict of 2026-12-07T19:00:00Z: %s: all-reduce 2 GB/s with" % removed[0] in record["evidence"]
+    assert ">= 5 GB/s (site override: set by the site)" in record["evidence"]
+    assert run.calls[-1][0] == "ansible-playbook"
+    shell.signals = []
+    assert supervisor.poll() is None
+    # One verdict acts once: even watching the named node again (a person put it back), the
+    # incident that carries this verdict keeps it from being taken out a second time.
+    again = sup.Supervisor(config, shell=shell, run=run, sleep=lambda s: None, clock=lambda: 100.0)
+    again.nodes = list(NODES)
+    assert again.poll() is None and shell.signals == []
+
+
+def test_a_later_verdict_naming_the_node_again_acts_again(tmp_path):
+    config = _setup(tmp_path, ["5.0"] * 14, [(10, False)], policy={"resume_check_points": 0},
+                    history=[{"at": "2026-12-07T18:00:00Z", "fault": "fabric_slow", "kind": "node", "nodes": ["node3"],
+                              "evidence": "fabric gate verdict of 2026-12-07T17:00:00Z: node3: ...", "action": "exclude",
+                              "job_nodes": list(NODES)}])
+    config["fabric_verdict_file"] = str(tmp_path / "fabric-verdict.json")
+    (tmp_path / "fabric-verdict.json").write_text(json.dumps(_fabric_verdict("node3")))
+    record = _poll(config, FakeShell(HEALTHY), FakeRun())[1]
+    assert (record["fault"], record["removed"]) == ("fabric_slow", ["node3"])
+
+
+@pytest.mark.parametrize("text", ["{", json.dumps({"version": 0})])
+def test_an_unreadable_fabric_verdict_excludes_nobody(tmp_path, capsys, text):
+    config = _setup(tmp_path, ["5.0"] * 14, [(10, False)])
+    config["fabric_verdict_file"] = str(tmp_path / "fabric-verdict.json")
+    (tmp_path / "fabric-verdict.json").write_text(text)
+    assert _poll(config, FakeShell(HEALTHY), FakeRun())[1] is None
+    assert "fabric_check.yml" in capsys.readouterr().err

@@ -4,6 +4,8 @@
 """The burn-in's all-reduce gate: its figure at large sizes against the threshold of its scope."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ansible_collections.megatron_ds.cluster.plugins.module_utils._fabric import gate
@@ -68,3 +70,59 @@ def test_burnin_gate(results, facts, kwargs, passed, line):
     verdict = gate.burnin_gate(results, facts, **kwargs)
     assert verdict["passed"] is passed
     assert line in verdict["line"], verdict["line"]
+
+
+@pytest.mark.parametrize("nodes, results, addresses, ranks", [
+    # The world first: one rank per node, rank 0 on the first node's cluster address.
+    (["n1", "n2", "n3"], [], {"n1": "10.0.0.1"},
+     {"n1": (0, 3, "10.0.0.1", 29610), "n2": (1, 3, "10.0.0.1", 29610), "n3": (2, 3, "10.0.0.1", 29610)}),
+    # Two halves in one round: a port each, rank 0 on each half's first node (its name without an address).
+    (["n1", "n2", "n3", "n4"], [{"nodes": ["n1", "n2", "n3", "n4"], "passed": False}], {},
+     {"n1": (0, 2, "n1", 29610), "n2": (1, 2, "n1", 29610), "n3": (0, 2, "n3", 29611), "n4": (1, 2, "n3", 29611)}),
+    # Done: nobody runs.
+    (["n1", "n2"], [{"nodes": ["n1", "n2"], "passed": True}], {}, {}),
+])
+def test_bisect_round(nodes, results, addresses, ranks):
+    step = gate.bisect_round(nodes, results, addresses, 29610)
+    assert {node: (r["rank"], r["world"], r["master"], r["port"]) for node, r in step["ranks"].items()} == ranks
+    assert step["done"] == (not ranks)
+
+
+DOC = {"tool": "gloo", "ranks": 2, "algorithm": None,
+       "results": [{"size": 64 << 20, "time_us": 1.0, "algbw": 0.5, "busbw": 0.5, "wrong": 0}]}
+TWO_PORTS = {"ports": [{"state": "4: ACTIVE", "rate": "200 Gb/sec (4X HDR)"}, {"state": "4: ACTIVE", "rate": "200 Gb/sec (4X HDR)"}]}
+
+
+@pytest.mark.parametrize("stdout, expected", [
+    ("noise\nFABRIC_ALLREDUCE %s\n" % json.dumps(DOC), DOC),
+    ("", None),
+    ("FABRIC_ALLREDUCE_NOT {}", None),
+])
+def test_probe_document(stdout, expected):
+    assert gate.probe_document(stdout) == expected
+
+
+@pytest.mark.parametrize("facts, override, passed, expected, origin", [
+    # One rank per node drives one port: 200 Gb/s = 25 GB/s x 0.8, not both ports' 40.
+    ({"a": TWO_PORTS, "b": TWO_PORTS}, None, False, 20.0, "detected hardware"),
+    ({"a": TWO_PORTS, "b": TWO_PORTS}, 0.4, True, 0.4, "site override"),
+    ({}, None, True, None, "detected hardware"),  # no HCA, no figure: printed, not gated
+])
+def test_round_results_judge_each_group(facts, override, passed, expected, origin):
+    outputs = {"a": {"stdout": "FABRIC_ALLREDUCE %s" % json.dumps(DOC), "rc": 0}, "b": {"stdout": "", "rc": 0}}
+    [result] = gate.round_results([["a", "b"]], outputs, facts, 0.8, override)
+    assert (result["nodes"], result["passed"], result["measured"]) == (["a", "b"], passed, 0.5)
+    assert (result["threshold"]["expected"], result["threshold"]["origin"]) == (expected, origin)
+    assert result["line"].startswith("all-reduce over a+b, one rank per node (gloo, 2 ranks, 64 MiB): 0.5 GB/s measured")
+    # Measured against expected with the threshold's origin, or why there is no threshold.
+    if expected is None:
+        assert "expected no threshold: not gated (no active HCA port rate on a, b)" in result["line"]
+    else:
+        assert "expected >= %.4g GB/s (%s: " % (expected, origin) in result["line"]
+
+
+def test_a_group_without_figures_stops_the_bisection_naming_each_rank():
+    outputs = {"a": {"stdout": "", "stderr": "ModuleNotFoundError: No module named 'torch'", "rc": 1},
+               "b": {"rc": 1, "msg": "Timeout exceeded"}}
+    with pytest.raises(ValueError, match=r"over a\+b gave no figures \(a: rc 1: ModuleNotFoundError.*; b: rc 1: Timeout exceeded\)"):
+        gate.round_results([["a", "b"]], outputs, {})

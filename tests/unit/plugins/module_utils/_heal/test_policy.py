@@ -80,6 +80,11 @@ def test_stall_timeout(times, overrides, expected):
     ({"stalled_for": 400, "stall_timeout": 320, "stopped_ranks": {"node2": 1, "node1": 0}}, "stall", TRANSIENT, ["node2"]),
     ({"save_failed": "OSError: [Errno 28] No space left on device"}, "save_failed", TRANSIENT, []),
     ({"bad_nodes": {"node1": "Xid 79"}}, "rank_exited", NODE, ["node1"]),
+    # The fabric gate's verdict: the job still trains (slowly), the named node is a node fault...
+    ({"fabric_slow": {"node2": "fabric gate verdict of T: node2: all-reduce 2 GB/s"}}, "fabric_slow", NODE, ["node2"]),
+    # ...and beside another fault it is one of its bad nodes.
+    ({"stalled_for": 400, "stall_timeout": 320, "fabric_slow": {"node2": "x"}}, "stall", NODE, ["node2"]),
+    ({"unreachable": ["node3"], "fabric_slow": {"node2": "x"}}, "node_unreachable", NODE, ["node3"]),
     # GPU faults (_heal.gpu_faults tiers): exclude is a bad node, reset a gpu_reset fault, retry a
     # suspect; record adds evidence only
     ({"exited": {"*": 1}, "gpu_faults": {"node2": {"tier": "exclude", "evidence": "exclude: GPU 3 Xid 79"}}},

@@ -162,3 +162,48 @@ def test_summary_lists_problems_and_the_verdict():
         "FAIL gpu01 gpu.count: found 7, expected 8; fix: fix it",
         "megatron-health on gpu01: 1 failed, 0 warning(s), 1 passed, 0 skipped; action: drain",
     ]
+
+
+def _fabric_verdict(slow):
+    """A finished bisection over gpu01..gpu04 where ``slow`` (or nobody) runs at 4 GB/s against a site figure of 8."""
+    from ansible_collections.megatron_ds.cluster.plugins.module_utils._fabric import bisect, thresholds, verdict
+
+    nodes = ["gpu01", "gpu02", "gpu03", "gpu04"]
+    site = thresholds.Threshold("cross", 8.0, "GB/s", thresholds.ORIGIN_SITE, "set by the site")
+    results = []
+    step = bisect.next_step(nodes, results)
+    while not step["done"]:
+        for group in step["measure"]:
+            results.append(dict(thresholds.judge("g", 4.0 if slow in group else 10.0, site), nodes=group))
+        step = bisect.next_step(nodes, results)
+    return verdict.build(nodes, results, "2026-12-07T19:00:00Z", 1.0)
+
+
+@pytest.mark.parametrize("slow, status, reason", [
+    # Named by the fabric gate: drained with the pair it failed in, measured against expected and the origin.
+    ("gpu01", pf.FAIL, "megatron-health: fabric.allreduce found 4 GB/s with gpu03, expected >= 8 GB/s, site override"),
+    # Another node named, or the world healthy: the row passes, so a drain of ours is resumed.
+    ("gpu02", pf.PASS, None),
+    (None, pf.PASS, None),
+])
+def test_the_fabric_verdict_drains_the_node_it_names(slow, status, reason):
+    rows = sh.node_rows("gpu01", make_node("cpu", "gpu01"), _stack_profiles.get("cpu"), 0, False,
+                        fabric=_fabric_verdict(slow))
+    fabric = [row for row in rows if row.check == "fabric.allreduce"]
+    assert [row.status for row in fabric] == [status]
+    if reason:
+        assert sh.drain_reason(sh.failures(rows)) == reason
+        assert "ibstat" in fabric[0].fix
+    else:
+        assert not sh.failures(rows)
+
+
+def test_without_a_fabric_verdict_there_is_no_fabric_row():
+    rows = sh.node_rows("gpu01", make_node("cpu", "gpu01"), _stack_profiles.get("cpu"), 0, False)
+    assert "fabric.allreduce" not in [row.check for row in rows]
+
+
+def test_the_fabric_row_can_be_excluded():
+    rows = sh.node_rows("gpu01", make_node("cpu", "gpu01"), _stack_profiles.get("cpu"), 0, False,
+                        exclude=("fabric.allreduce",), fabric=_fabric_verdict("gpu01"))
+    assert not sh.failures(rows)
