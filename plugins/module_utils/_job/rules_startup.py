@@ -15,7 +15,7 @@ No Ansible imports: unit-tested alone.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional, Tuple
 
 from .._mds.args import BEFORE_REBASE
 from .._stack import profiles as _stack_profiles
