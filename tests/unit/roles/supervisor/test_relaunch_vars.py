@@ -27,7 +27,7 @@ INHERITED = {"megatron_stack_profile", "cluster_ssh_user", "nccl_env", "python_e
              "validate_nodes", "validate_gpus_per_node", "validate_gpu_memory_mib", "validate_resume_tp",
              "validate_resume_pp", "validate_deepspeed_version", "validate_report_dir"}
 SECRET_WORDS = ("munge", "password", "token", "secret", "private_key", "receivers", "credential")
-PRIVATE_MODES = {"0600", "0400", "0640", "0440"}
+PRIVATE_MODES = {"0600", "0400", "0640", "0440", "0700"}
 
 
 def _spec_names(role: str, entry_points: Tuple[str, ...]) -> set:
@@ -80,6 +80,10 @@ SECRET_WRITES = [
     ("roles/monitoring/tasks/web_auth.yml", "Web auth | Write the web configuration"),
     ("roles/supervisor/tasks/main.yml", "Supervisor | Generate the webhook token once"),
     ("roles/supervisor/tasks/main.yml", "Supervisor | Write the configuration"),
+    # The job's environment (megatron_job_env, its tokens), and the sbatch script that exports it.
+    ("roles/megatron_job/tasks/main.yml", "Job files | Render the job's environment file on the head node"),
+    ("roles/megatron_launch/tasks/burnin.yml", "Burn-in | Put the job's .deepspeed_env beside the script on the head node"),
+    ("roles/megatron_launch/tasks/start_slurm.yml", "Slurm | Render the sbatch script beside the pdsh one"),
 ]
 
 
