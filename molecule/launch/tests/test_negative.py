@@ -65,8 +65,13 @@ def test_missing_dataset_stops_the_launch():
 def test_resume_from_another_tp_is_refused_naming_the_universal_checkpoint():
     """A checkpoint tag saved with TP 2 (two mp_rank files, no pipeline layers) against a TP 1 job."""
     fake = [MEGATRON_DIR + "/pretrain_gpt.py", DATA_PREFIX + ".bin", DATA_PREFIX + ".idx"]
+    # The .idx is a valid, empty MMIDIDX header (magic, version 1, int32 tokens, 0 sequences, 0
+    # documents): the launch's own index check (_launch/data_index.py) passes it, and the resume
+    # check is the one that refuses.
+    header = "MMIDIDX\\0\\0\\1\\0\\0\\0\\0\\0\\0\\0\\4" + "\\0" * 16
     for name in NODES:
-        node(name).check_output("install -o megatron -d /shared/data && touch %s %s %s" % tuple(fake))
+        node(name).check_output("install -o megatron -d /shared/data && touch %s %s && printf '%s' > %s"
+                                % (fake[0], fake[1], header, fake[2]))
     node("node1").check_output(
         "install -o megatron -g megatron -d %s %s/global_step5 && echo global_step5 > %s/latest && "
         "touch %s/global_step5/mp_rank_00_model_states.pt %s/global_step5/mp_rank_01_model_states.pt"
