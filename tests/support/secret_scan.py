@@ -46,13 +46,14 @@ def in_log(secrets: Iterable[str]) -> List[str]:
     return [secret for secret in secrets if secret and secret in text]
 
 
-def readable_copies(host: Any, secrets: Iterable[str], allowed: Iterable[str] = ()) -> List[str]:
+def readable_copies(host: Any, secrets: Iterable[str], allowed: Iterable[str] = (), perm: str = "/044") -> List[str]:
     """Files of ``host``'s own filesystem (``find -xdev``: /proc and /sys stay out) that hold any
-    of ``secrets`` and that their group or other users may read, except the paths ``allowed``
-    (a file whose group is the one named user's, as munge's key or Prometheus's password)."""
+    of ``secrets`` and that their group or other users may read (``perm``, find's -perm: "/004"
+    for other users alone), except the paths ``allowed`` (a file whose group is the one named
+    user's, as munge's key or Prometheus's password)."""
     patterns = " ".join("-e %s" % shlex.quote(secret) for secret in secrets if secret)
-    found = host.run("find / -xdev -type f -perm /044 -size -8M -print0 2>/dev/null"
-                     " | xargs -0 -r grep -lsF %s -- || true" % patterns)
+    found = host.run("find / -xdev -type f -perm %s -size -8M -print0 2>/dev/null"
+                     " | xargs -0 -r grep -lsF %s -- || true" % (perm, patterns))
     skip = set(allowed)
     return sorted(path for path in found.stdout.split() if path not in skip)
 

@@ -28,8 +28,7 @@ def test_the_jobs_token_is_in_no_file_others_read():
     for name in NODES:
         host = node(name)
         # World-readable: none. Group-readable: only the training user's own group's files.
-        world = host.run("find / -xdev -type f -perm /004 -size -8M -print0 2>/dev/null"
-                         " | xargs -0 -r grep -lsF -e %s -- || true" % TOKEN).stdout.split()
+        world = secret_scan.readable_copies(host, [TOKEN], perm="/004")
         assert world == [], (name, world)
         for path in secret_scan.readable_copies(host, [TOKEN]):
             found = host.file(path)
